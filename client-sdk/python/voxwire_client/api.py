@@ -1,0 +1,91 @@
+"""Bodies of the gateway's HTTP API (pydantic v2 models)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from voxwire_client.messages import Message, SegmentData, SessionStatus
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class PromptSpec(_Model):
+    """A phrase to listen for."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    text: str = Field(min_length=1, max_length=500)
+
+
+class Endpoints(_Model):
+    """Where to follow a session."""
+
+    mqtt_url: str
+    ws_url: str
+    topic_filter: str
+
+
+class SessionInfo(_Model):
+    sid: str
+    status: SessionStatus
+    created_at: datetime
+    filename: str | None = None
+    duration_ms: int = 0
+    percent: float = 0
+    last_seq: int = 0
+    prompts: tuple[PromptSpec, ...] = ()
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+class SessionCreated(SessionInfo):
+    endpoints: Endpoints
+
+
+class MatchData(_Model):
+    prompt_id: str
+    prompt: str
+    score: float
+    start_ms: int
+    end_ms: int
+    text: str
+    highlight: str
+    segment_ids: tuple[str, ...]
+
+
+class TranscriptResponse(_Model):
+    sid: str
+    status: SessionStatus
+    text: str
+    language: str | None = None
+    duration_ms: int = 0
+    segments: tuple[SegmentData, ...]
+    matches: tuple[MatchData, ...] = ()
+
+
+class MessagesPage(_Model):
+    """Messages of a session with ``seq`` greater than the ``after`` asked for."""
+
+    sid: str
+    messages: list[Message]
+    last_seq: int
+
+
+class ErrorBody(_Model):
+    """Every 4xx/5xx answer of the gateway."""
+
+    code: str
+    message: str
+    hint: str | None = None
+    sid: str | None = None
+
+
+class Health(_Model):
+    status: str
+    version: str
+    mode: str
+    workers: int
+    model: str

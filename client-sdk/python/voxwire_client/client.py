@@ -1,0 +1,326 @@
+"""The Python SDK: upload audio, follow a session over MQTT, get a typed transcript.
+
+``AsyncClient`` is the real implementation; ``Client`` runs it on a private
+event loop for synchronous code.
+
+Delivery guarantees the SDK gives on top of MQTT QoS 1: every message of a
+session is yielded exactly once and in ``seq`` order. Duplicates are dropped;
+a gap (a message arrives before an earlier one) or a reconnect makes the SDK
+fetch the missing part from the gateway's history API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+from pydantic import ValidationError
+
+from voxwire_client._mqtt import SessionSubscription
+from voxwire_client.api import (
+    MatchData,
+    MessagesPage,
+    PromptSpec,
+    SessionCreated,
+    SessionInfo,
+    TranscriptResponse,
+)
+from voxwire_client.config import ClientConfig, load_config
+from voxwire_client.errors import (
+    ApiError,
+    AuthenticationError,
+    ConnectionFailedError,
+    TranscriptionFailed,
+)
+from voxwire_client.messages import (
+    ErrorMessage,
+    MatchMessage,
+    Message,
+    SegmentData,
+    SegmentMessage,
+    TranscriptMessage,
+    is_terminal,
+    parse_message,
+)
+from voxwire_client.sequencer import Sequencer
+from voxwire_client.topics import validate_sid
+
+IDLE_POLL_S = 5.0
+"""Without MQTT traffic for this long, the SDK asks the history API."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """The outcome of a transcription."""
+
+    sid: str
+    text: str
+    segments: tuple[SegmentData, ...]
+    matches: tuple[MatchData, ...]
+    language: str | None
+    duration_ms: int
+
+
+Prompts = Sequence[str | PromptSpec] | None
+
+
+def _prompt_specs(prompts: Prompts) -> list[PromptSpec]:
+    specs = []
+    for i, prompt in enumerate(prompts or ()):
+        specs.append(
+            prompt if isinstance(prompt, PromptSpec) else PromptSpec(id=f"p{i + 1}", text=prompt)
+        )
+    return specs
+
+
+class AsyncClient:
+    """Talks to one voxwire platform; defaults come from :func:`load_config`."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        mqtt_url: str | None = None,
+        *,
+        config: ClientConfig | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        base = config or load_config()
+        self.config = ClientConfig(
+            url=url or base.url,
+            api_key=api_key or base.api_key,
+            mqtt_url=mqtt_url or base.mqtt_url,
+            ws_url=base.ws_url,
+        )
+        key = self.config.require_key()
+        self._http = httpx.AsyncClient(
+            base_url=self.config.url.rstrip("/"),
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=timeout,
+        )
+        self.subscriptions: dict[str, SessionSubscription] = {}
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- HTTP ---------------------------------------------------------------
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ConnectionFailedError(
+                f"cannot reach the gateway at {self.config.url}: {exc}",
+                hint="is voxwire running? start it with `make run`",
+            ) from exc
+        if response.status_code >= 400:
+            raise _api_error(response)
+        return response
+
+    async def upload(self, path: str | Path, prompts: Prompts = None) -> SessionCreated:
+        """Upload an audio file; returns the new session."""
+        path = Path(path)
+        specs = [p.model_dump() for p in _prompt_specs(prompts)]
+        with path.open("rb") as fh:
+            response = await self._request(
+                "POST",
+                "/v1/sessions",
+                files={"file": (path.name, fh, "application/octet-stream")},
+                data={"prompts": json.dumps(specs)},
+            )
+        return SessionCreated.model_validate_json(response.content)
+
+    async def session(self, sid: str) -> SessionInfo:
+        response = await self._request("GET", f"/v1/sessions/{validate_sid(sid)}")
+        return SessionInfo.model_validate_json(response.content)
+
+    async def transcript(self, sid: str) -> TranscriptResponse:
+        response = await self._request("GET", f"/v1/sessions/{validate_sid(sid)}/transcript")
+        return TranscriptResponse.model_validate_json(response.content)
+
+    async def history(self, sid: str, after: int = 0) -> MessagesPage:
+        """Every stored message of the session with ``seq > after``."""
+        response = await self._request(
+            "GET", f"/v1/sessions/{validate_sid(sid)}/messages", params={"after": after}
+        )
+        return MessagesPage.model_validate_json(response.content)
+
+    # -- following a session ------------------------------------------------
+
+    async def events(self, sid: str, *, after_seq: int = 0) -> AsyncGenerator[Message]:
+        """Yield the session's messages in ``seq`` order, once each, until it ends."""
+        validate_sid(sid)
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        subscription = SessionSubscription(
+            self.config.mqtt_url,
+            self.config.require_key(),
+            sid,
+            on_payload=lambda payload: _post(loop, inbox, payload),
+            on_connected=lambda: _post(loop, inbox, None),
+        )
+        await asyncio.to_thread(subscription.start)
+        self.subscriptions[sid] = subscription
+        sequencer = Sequencer(last_seq=after_seq)
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(inbox.get(), IDLE_POLL_S)
+                except TimeoutError:
+                    item = None
+                if item is None:  # (re)connected or idle: catch up from history
+                    ready = await self._catch_up(sid, sequencer)
+                else:
+                    ready = self._offer_payload(sequencer, item)
+                    if sequencer.has_gap:
+                        ready += await self._catch_up(sid, sequencer)
+                for message in ready:
+                    yield message
+                    if is_terminal(message):
+                        return
+        finally:
+            self.subscriptions.pop(sid, None)
+            await asyncio.to_thread(subscription.close)
+
+    @staticmethod
+    def _offer_payload(sequencer: Sequencer, payload: bytes) -> list[Message]:
+        try:
+            return sequencer.offer(parse_message(payload))
+        except ValidationError:
+            return []  # not a message of this contract version: ignore it
+
+    async def _catch_up(self, sid: str, sequencer: Sequencer) -> list[Message]:
+        page = await self.history(sid, after=sequencer.last_seq)
+        ready: list[Message] = []
+        for message in page.messages:
+            ready += sequencer.offer(message)
+        return ready
+
+    async def transcribe(
+        self,
+        path: str | Path,
+        prompts: Prompts = None,
+        *,
+        on_event: Callable[[Message], None] | None = None,
+    ) -> Transcript:
+        """Upload ``path``, follow the session, return the final transcript."""
+        created = await self.upload(path, prompts)
+        return await self.follow(created.sid, on_event=on_event)
+
+    async def follow(
+        self, sid: str, *, on_event: Callable[[Message], None] | None = None
+    ) -> Transcript:
+        """Follow an existing session to its end."""
+        segments: dict[int, SegmentData] = {}
+        matches: list[MatchData] = []
+        final: TranscriptMessage | None = None
+        async for message in self.events(sid):
+            if on_event is not None:
+                on_event(message)
+            if isinstance(message, SegmentMessage) and message.type == "final":
+                segments[message.segment.index] = message.segment
+            elif isinstance(message, MatchMessage):
+                matches.append(MatchData(**message.model_dump(include=set(MatchData.model_fields))))
+            elif isinstance(message, TranscriptMessage):
+                final = message
+            elif isinstance(message, ErrorMessage) and message.fatal:
+                raise TranscriptionFailed(
+                    message.message, code=message.code, sid=sid, hint=message.hint
+                )
+        ordered = tuple(segments[i] for i in sorted(segments))
+        if final is not None:
+            ordered = final.segments
+        return Transcript(
+            sid=sid,
+            text=final.text if final else " ".join(s.text for s in ordered).strip(),
+            segments=ordered,
+            matches=tuple(matches),
+            language=final.language if final else None,
+            duration_ms=final.duration_ms if final else 0,
+        )
+
+
+def _post(
+    loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[bytes | None], item: bytes | None
+) -> None:
+    """Hand ``item`` from paho's thread to the event loop's queue."""
+    loop.call_soon_threadsafe(inbox.put_nowait, item)
+
+
+def _api_error(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()
+        message, code, hint = body.get("message"), body.get("code", "api"), body.get("hint")
+    except (json.JSONDecodeError, AttributeError):
+        message, code, hint = None, "api", None
+    message = message or f"the gateway answered {response.status_code}"
+    cls = AuthenticationError if response.status_code in (401, 403) else ApiError
+    if cls is AuthenticationError and hint is None:
+        hint = "check VOXWIRE_API_KEY, or create a key with `voxwire keys create`"
+    return cls(message, status=response.status_code, code=code, hint=hint)
+
+
+class Client:
+    """Synchronous facade over :class:`AsyncClient`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._async = AsyncClient(*args, **kwargs)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._async.aclose())
+        self._loop.close()
+
+    def upload(self, path: str | Path, prompts: Prompts = None) -> SessionCreated:
+        return self._loop.run_until_complete(self._async.upload(path, prompts))
+
+    def session(self, sid: str) -> SessionInfo:
+        return self._loop.run_until_complete(self._async.session(sid))
+
+    def transcript(self, sid: str) -> TranscriptResponse:
+        return self._loop.run_until_complete(self._async.transcript(sid))
+
+    def transcribe(
+        self,
+        path: str | Path,
+        prompts: Prompts = None,
+        *,
+        on_event: Callable[[Message], None] | None = None,
+    ) -> Transcript:
+        return self._loop.run_until_complete(
+            self._async.transcribe(path, prompts, on_event=on_event)
+        )
+
+    def events(self, sid: str, *, after_seq: int = 0) -> Iterator[Message]:
+        stream = self._async.events(sid, after_seq=after_seq)
+        try:
+            while True:
+                try:
+                    yield self._loop.run_until_complete(anext(stream))
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._loop.run_until_complete(stream.aclose())

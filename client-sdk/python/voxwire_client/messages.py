@@ -1,0 +1,147 @@
+"""Wire messages published on the session topics (pydantic v2 models).
+
+Every payload is JSON with a common envelope:
+
+- ``v``: contract version (1)
+- ``sid``: the session id
+- ``seq``: per-session, strictly increasing across all topics of the session;
+  a redelivery carries the same ``seq``
+- ``ts``: server time (UTC) when the message was produced
+- ``type``: which message this is
+
+``seq`` lets a subscriber drop QoS 1 duplicates and notice gaps; the gateway's
+history API returns every message of a session by ``seq``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from voxwire_client.topics import TopicKind
+
+CONTRACT_VERSION = 1
+
+
+class SessionStatus(StrEnum):
+    QUEUED = "queued"
+    TRANSCRIBING = "transcribing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (SessionStatus.COMPLETED, SessionStatus.FAILED)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Envelope(_Model):
+    v: Literal[1] = 1
+    sid: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    seq: int = Field(ge=1)
+    ts: datetime = Field(default_factory=utcnow)
+
+
+class SegmentData(_Model):
+    """One segment of transcript; times in milliseconds from the audio start."""
+
+    id: str
+    index: int = Field(ge=0)
+    start_ms: int = Field(ge=0)
+    end_ms: int = Field(ge=0)
+    text: str
+    language: str | None = None
+    speaker: str | None = None
+
+
+class ProgressMessage(Envelope):
+    """Session status and how much of the audio has been processed."""
+
+    type: Literal["progress"] = "progress"
+    status: SessionStatus
+    percent: float = Field(ge=0, le=100)
+    processed_ms: int = Field(ge=0, default=0)
+    duration_ms: int = Field(ge=0, default=0)
+
+
+class SegmentMessage(Envelope):
+    """A ``final`` (committed, never revised) or ``partial`` (revisable) segment."""
+
+    type: Literal["final", "partial"]
+    segment: SegmentData
+
+
+class TranscriptMessage(Envelope):
+    """The complete transcript, published once at the end of a session."""
+
+    type: Literal["transcript"] = "transcript"
+    text: str
+    language: str | None = None
+    duration_ms: int = Field(ge=0)
+    segments: tuple[SegmentData, ...]
+
+
+class MatchMessage(Envelope):
+    """A prompt was heard: where, how sure, and the text around it."""
+
+    type: Literal["match"] = "match"
+    prompt_id: str
+    prompt: str
+    score: float = Field(ge=0, le=1)
+    start_ms: int = Field(ge=0)
+    end_ms: int = Field(ge=0)
+    text: str
+    highlight: str
+    segment_ids: tuple[str, ...]
+
+
+class ErrorMessage(Envelope):
+    """Something went wrong with the session; ``fatal`` ends it."""
+
+    type: Literal["error"] = "error"
+    code: str
+    message: str
+    hint: str | None = None
+    fatal: bool = True
+
+
+Message = Annotated[
+    ProgressMessage | SegmentMessage | TranscriptMessage | MatchMessage | ErrorMessage,
+    Field(discriminator="type"),
+]
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def parse_message(payload: bytes | str) -> Message:
+    """Parse one JSON payload; raises pydantic.ValidationError when invalid."""
+    return MESSAGE_ADAPTER.validate_json(payload)
+
+
+def encode_message(message: Message) -> bytes:
+    return message.model_dump_json().encode()
+
+
+def topic_kind(message: Message) -> TopicKind:
+    """Which session topic a message is published on."""
+    if isinstance(message, (ProgressMessage, ErrorMessage)):
+        return TopicKind.PROGRESS
+    if isinstance(message, MatchMessage):
+        return TopicKind.MATCH
+    return TopicKind.RESULT
+
+
+def is_terminal(message: Message) -> bool:
+    """True for the last message a session publishes."""
+    if isinstance(message, ErrorMessage):
+        return message.fatal
+    return isinstance(message, ProgressMessage) and message.status.terminal

@@ -1,0 +1,75 @@
+"""The MQTT topic contract: names, validation and parsing. Pure code.
+
+Server -> client (QoS 1, retained, MQTT 5 message expiry where supported)::
+
+    transcription/<sid>/result     partial and final segments, then the transcript
+    transcription/<sid>/progress   status and percent; errors
+    transcription/<sid>/match      prompt matches
+
+A ``<sid>`` is 1-64 characters of ``[A-Za-z0-9_-]``: never ``/ + #``, NUL,
+whitespace or anything a topic filter or a file path could misread.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+
+from voxwire_client.errors import InvalidSessionIdError
+
+ROOT = "transcription"
+_SID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class TopicKind(StrEnum):
+    """The per-session topics a subscriber can receive."""
+
+    RESULT = "result"
+    PROGRESS = "progress"
+    MATCH = "match"
+
+
+def validate_sid(sid: str) -> str:
+    """Return ``sid`` if it is safe in a topic and a path, else raise."""
+    if not isinstance(sid, str) or not _SID.fullmatch(sid):
+        raise InvalidSessionIdError(
+            f"invalid session id {sid!r}: use 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"
+        )
+    return sid
+
+
+def new_sid() -> str:
+    """A fresh random session id (URL- and topic-safe)."""
+    return "s_" + secrets.token_hex(8)
+
+
+def session_topic(sid: str, kind: TopicKind) -> str:
+    """``transcription/<sid>/<kind>``."""
+    return f"{ROOT}/{validate_sid(sid)}/{kind.value}"
+
+
+def session_filter(sid: str) -> str:
+    """The filter that receives every message of one session."""
+    return f"{ROOT}/{validate_sid(sid)}/+"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTopic:
+    """A parsed per-session topic."""
+
+    sid: str
+    kind: TopicKind
+
+
+def parse_topic(topic: str) -> SessionTopic:
+    """Parse ``transcription/<sid>/<kind>``; raise ValueError for anything else."""
+    parts = topic.split("/")
+    if len(parts) != 3 or parts[0] != ROOT:
+        raise ValueError(f"not a voxwire session topic: {topic!r}")
+    try:
+        kind = TopicKind(parts[2])
+    except ValueError:
+        raise ValueError(f"unknown topic kind in {topic!r}") from None
+    return SessionTopic(sid=validate_sid(parts[1]), kind=kind)

@@ -1,0 +1,222 @@
+"""The HTTP gateway (FastAPI): upload, session status, transcripts, history, health.
+
+Every route but ``/healthz`` needs an API key: ``Authorization: Bearer <key>``
+or ``X-API-Key: <key>``. Errors are JSON bodies of :class:`ErrorBody`.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
+from fastapi.responses import FileResponse, JSONResponse
+
+import voxwire
+from voxwire.blobs import LocalBlobStore
+from voxwire.bus import Bus
+from voxwire.config import Settings
+from voxwire.errors import (
+    AudioError,
+    AudioTooLongError,
+    AuthError,
+    NotFoundError,
+    VoxwireError,
+)
+from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
+from voxwire.store import SessionRecord, Store, Tenant
+from voxwire_client.api import (
+    Endpoints,
+    ErrorBody,
+    Health,
+    MessagesPage,
+    SessionCreated,
+    SessionInfo,
+    TranscriptResponse,
+)
+from voxwire_client.errors import InvalidSessionIdError
+from voxwire_client.topics import session_filter, validate_sid
+
+log = logging.getLogger(__name__)
+
+_STATUS = {
+    AuthError: 401,
+    NotFoundError: 404,
+    InvalidRequestError: 400,
+    PayloadTooLargeError: 413,
+    AudioTooLongError: 413,
+    AudioError: 422,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayContext:
+    settings: Settings
+    store: Store
+    bus: Bus
+    blobs: LocalBlobStore
+    workers: int
+
+
+def _status_for(exc: VoxwireError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in _STATUS:
+            return _STATUS[cls]
+    return 500
+
+
+def create_app(ctx: GatewayContext) -> FastAPI:
+    app = FastAPI(
+        title="voxwire gateway",
+        version=voxwire.__version__,
+        description="Upload audio, follow sessions, fetch transcripts. Results are delivered "
+        "over MQTT on transcription/<sid>/result|progress|match.",
+    )
+    uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs)
+    settings = ctx.settings
+
+    @app.exception_handler(VoxwireError)
+    async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
+        body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint, sid=exc.sid)
+        return JSONResponse(body.model_dump(), status_code=_status_for(exc))
+
+    @app.exception_handler(InvalidSessionIdError)
+    async def bad_sid(_request: Request, exc: InvalidSessionIdError) -> JSONResponse:
+        body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint)
+        return JSONResponse(body.model_dump(), status_code=400)
+
+    async def tenant(request: Request) -> Tenant:
+        header = request.headers.get("authorization", "")
+        key = header[7:].strip() if header.lower().startswith("bearer ") else None
+        key = key or request.headers.get("x-api-key")
+        found = await ctx.store.verify_api_key(key) if key else None
+        if found is None:
+            raise AuthError(
+                "missing or invalid API key",
+                hint="send 'Authorization: Bearer <key>'; create a key with `voxwire keys create`",
+            )
+        return found
+
+    Caller = Annotated[Tenant, Depends(tenant)]
+
+    async def owned_session(sid: str, caller: Caller) -> SessionRecord:
+        validate_sid(sid)
+        session = await ctx.store.get_session(sid)
+        if session is None or session.tenant_id != caller.id:
+            raise NotFoundError(f"no session {sid}", sid=sid)
+        return session
+
+    Owned = Annotated[SessionRecord, Depends(owned_session)]
+
+    @app.get("/healthz", response_model=Health, tags=["health"])
+    async def health() -> Health:
+        return Health(
+            status="ok",
+            version=voxwire.__version__,
+            mode=settings.mode,
+            workers=ctx.workers,
+            model=settings.model,
+        )
+
+    @app.post(
+        "/v1/sessions",
+        status_code=201,
+        response_model=SessionCreated,
+        tags=["sessions"],
+        responses={
+            400: {"model": ErrorBody},
+            401: {"model": ErrorBody},
+            413: {"model": ErrorBody},
+            422: {"model": ErrorBody},
+        },
+    )
+    async def create_session(
+        request: Request,
+        caller: Caller,
+        file: Annotated[UploadFile, File(description="audio: WAV, FLAC, MP3, OGG/Opus, M4A")],
+        prompts: Annotated[
+            str | None, Form(description="JSON list of phrases to listen for")
+        ] = None,
+        language: Annotated[str | None, Form()] = None,
+    ) -> SessionCreated:
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit():
+            uploads.check_size(int(declared) - 64 * 1024)
+        data = await _read_limited(file, uploads)
+        session = await uploads.accept(caller, Upload(file.filename, data, prompts, language))
+        return SessionCreated(
+            **_info(session).model_dump(), endpoints=_endpoints(settings, session.sid)
+        )
+
+    @app.get("/v1/sessions", response_model=list[SessionInfo], tags=["sessions"])
+    async def list_sessions(
+        caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> list[SessionInfo]:
+        return [_info(s) for s in await ctx.store.list_sessions(caller.id, limit)]
+
+    @app.get("/v1/sessions/{sid}", response_model=SessionInfo, tags=["sessions"])
+    async def get_session(session: Owned) -> SessionInfo:
+        return _info(session)
+
+    @app.get("/v1/sessions/{sid}/transcript", response_model=TranscriptResponse, tags=["sessions"])
+    async def get_transcript(session: Owned) -> TranscriptResponse:
+        segments = await ctx.store.segments(session.sid)
+        return TranscriptResponse(
+            sid=session.sid,
+            status=session.status,
+            text=session.text or " ".join(s.text for s in segments).strip(),
+            language=session.language,
+            duration_ms=session.duration_ms,
+            segments=tuple(segments),
+            matches=tuple(await ctx.store.matches(session.sid)),
+        )
+
+    @app.get("/v1/sessions/{sid}/messages", response_model=MessagesPage, tags=["sessions"])
+    async def get_messages(
+        session: Owned,
+        after: Annotated[int, Query(ge=0, description="return messages with seq > after")] = 0,
+        limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
+    ) -> MessagesPage:
+        messages = await ctx.store.messages_after(session.sid, after, limit)
+        return MessagesPage(sid=session.sid, messages=messages, last_seq=session.last_seq)
+
+    @app.get("/v1/sessions/{sid}/audio", tags=["sessions"], response_class=FileResponse)
+    async def get_audio(session: Owned) -> FileResponse:
+        key = ctx.blobs.find(session.sid, "original.")
+        if key is None:
+            raise NotFoundError("no audio stored for this session", sid=session.sid)
+        return FileResponse(ctx.blobs.path(key))
+
+    return app
+
+
+async def _read_limited(file: UploadFile, uploads: UploadService) -> bytes:
+    chunks, size = [], 0
+    while chunk := await file.read(1 << 20):
+        size += len(chunk)
+        uploads.check_size(size)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _info(session: SessionRecord) -> SessionInfo:
+    return SessionInfo(
+        sid=session.sid,
+        status=session.status,
+        created_at=session.created_at,
+        filename=session.filename,
+        duration_ms=session.duration_ms,
+        percent=session.percent,
+        last_seq=session.last_seq,
+        prompts=session.prompts,
+        error_code=session.error_code,
+        error_message=session.error_message,
+    )
+
+
+def _endpoints(settings: Settings, sid: str) -> Endpoints:
+    host = settings.advertised_host
+    return Endpoints(
+        mqtt_url=f"mqtt://{host}:{settings.mqtt_port}",
+        ws_url=f"ws://{host}:{settings.ws_port}/mqtt",
+        topic_filter=session_filter(sid),
+    )

@@ -1,0 +1,163 @@
+"""Accepting an upload: validate, decode, store, enqueue. Independent of HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import PurePath
+
+import numpy as np
+from pydantic import TypeAdapter, ValidationError
+
+from voxwire.audio import DecodedAudio, decode
+from voxwire.blobs import LocalBlobStore
+from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus
+from voxwire.config import Settings
+from voxwire.errors import AudioError, VoxwireError
+from voxwire.jobs import FileJob
+from voxwire.store import SessionRecord, Store, Tenant
+from voxwire_client.api import PromptSpec
+from voxwire_client.messages import (
+    ErrorMessage,
+    ProgressMessage,
+    SessionStatus,
+    encode_message,
+)
+from voxwire_client.topics import new_sid
+
+_PROMPT_LIST = TypeAdapter(list[PromptSpec | str])
+
+
+class InvalidRequestError(VoxwireError):
+    code = "invalid_request"
+
+
+class PayloadTooLargeError(VoxwireError):
+    code = "payload_too_large"
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    filename: str | None
+    data: bytes
+    prompts: str | None
+    language: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    session: SessionRecord
+
+
+def parse_prompts(raw: str | None, limit: int) -> tuple[PromptSpec, ...]:
+    """``raw`` is a JSON list of strings or ``{"id", "text"}`` objects."""
+    if not raw:
+        return ()
+    try:
+        items = _PROMPT_LIST.validate_json(raw)
+    except ValidationError as exc:
+        raise InvalidRequestError(
+            f"invalid prompts: {exc.errors()[0]['msg']}",
+            hint='send a JSON list such as ["ask not", {"id": "p2", "text": "country"}]',
+        ) from None
+    if len(items) > limit:
+        raise InvalidRequestError(f"too many prompts ({len(items)} > {limit})")
+    specs = []
+    for i, item in enumerate(items):
+        try:
+            specs.append(
+                item if isinstance(item, PromptSpec) else PromptSpec(id=f"p{i + 1}", text=item)
+            )
+        except ValidationError:
+            raise InvalidRequestError(
+                f"invalid prompt #{i + 1}: empty or longer than 500 characters"
+            ) from None
+    if len({s.id for s in specs}) != len(specs):
+        raise InvalidRequestError("prompt ids must be unique")
+    return tuple(specs)
+
+
+def safe_extension(filename: str | None) -> str:
+    """An extension for the stored original, never a path."""
+    suffix = PurePath((filename or "").replace("\\", "/")).suffix.lower().lstrip(".")
+    return suffix if suffix.isalnum() and len(suffix) <= 5 else "bin"
+
+
+class UploadService:
+    def __init__(self, settings: Settings, store: Store, bus: Bus, blobs: LocalBlobStore) -> None:
+        self._settings = settings
+        self._store = store
+        self._bus = bus
+        self._blobs = blobs
+
+    def check_size(self, size: int) -> None:
+        limit = int(self._settings.max_upload_mb * 1024 * 1024)
+        if size > limit:
+            raise PayloadTooLargeError(
+                f"upload of {size} bytes exceeds the limit of {limit} bytes",
+                hint="split the audio or raise max_upload_mb",
+            )
+
+    async def accept(self, tenant: Tenant, upload: Upload) -> SessionRecord:
+        """Create the session and enqueue its job; AudioError when the audio is unusable
+        (the session then exists, failed, with an error message published on it)."""
+        self.check_size(len(upload.data))
+        prompts = parse_prompts(upload.prompts, self._settings.max_prompts)
+        language = (upload.language or self._settings.language).strip().lower()
+        if not language.isalpha() or len(language) > 8:
+            raise InvalidRequestError(f"invalid language {language!r}", hint="use a code like 'en'")
+        sid = new_sid()
+        session = SessionRecord(
+            sid=sid,
+            tenant_id=tenant.id,
+            status=SessionStatus.QUEUED,
+            created_at=datetime.now(UTC),
+            filename=_display_name(upload.filename),
+            prompts=prompts,
+        )
+        await self._store.create_session(session)
+        try:
+            decoded = await asyncio.to_thread(
+                decode, upload.data, max_seconds=self._settings.max_audio_s, name=upload.filename
+            )
+        except AudioError as exc:
+            exc.sid = sid
+            error = ErrorMessage(sid=sid, seq=1, code=exc.code, message=exc.message, hint=exc.hint)
+            await self._store.record_message(error)
+            await self._bus.produce(RESULTS_TOPIC, sid, encode_message(error))
+            raise
+        job = await asyncio.to_thread(self._save_audio, sid, upload, decoded)
+        job = job.model_copy(
+            update={"tenant_id": tenant.id, "language": language, "prompts": prompts}
+        )
+        queued = ProgressMessage(
+            sid=sid, seq=1, status=SessionStatus.QUEUED, percent=0, duration_ms=job.duration_ms
+        )
+        await self._store.record_message(queued)
+        await self._bus.produce(RESULTS_TOPIC, sid, encode_message(queued))
+        await self._bus.produce(JOBS_TOPIC, sid, job.model_dump_json().encode())
+        stored = await self._store.get_session(sid)
+        assert stored is not None
+        return stored
+
+    def _save_audio(self, sid: str, upload: Upload, decoded: DecodedAudio) -> FileJob:
+        original = self._blobs.key(sid, f"original.{safe_extension(upload.filename)}")
+        self._blobs.put(original, upload.data)
+        pcm = np.clip(decoded.samples * 32768.0, -32768, 32767).astype("<i2").tobytes()
+        audio_key = self._blobs.key(sid, "audio.pcm")
+        self._blobs.put(audio_key, pcm)
+        return FileJob(
+            sid=sid,
+            tenant_id="",
+            audio_key=audio_key,
+            duration_ms=round(decoded.duration_s * 1000),
+        )
+
+
+def _display_name(filename: str | None) -> str | None:
+    if not filename:
+        return None
+    name = PurePath(filename.replace("\\", "/")).name
+    return json.dumps(name)[1:-1][:200] or None

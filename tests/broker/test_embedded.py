@@ -1,0 +1,271 @@
+"""The embedded broker, seen from real paho clients: who gets in, who sees what.
+
+Users in these tests: ``alice`` owns ``transcription/a1/...``, ``bob`` owns
+``transcription/b2/...``, ``service`` (a voxwire service) may use every topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import paho.mqtt.client as paho
+import pytest
+
+from voxwire.broker.embedded import EmbeddedBroker, parse_connect
+from voxwire.errors import MqttError
+
+from .conftest import (
+    USERS,
+    BrokerThread,
+    DictAuthenticator,
+    PahoClient,
+    PrefixAuthorizer,
+    RunningBroker,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+Make = Callable[..., PahoClient]
+SUBACK_FAILURE = 0x80
+
+
+def test_connect_without_credentials_is_refused(make_client: Make) -> None:
+    client = make_client("anon-1")
+    assert client.connect().getName() == "Not authorized"
+    assert not client.client.is_connected()
+
+
+def test_wrong_password_is_refused(make_client: Make) -> None:
+    client = make_client("alice-1", "alice", "not-her-password")
+    assert client.connect().getName() == "Bad user name or password"
+    assert not client.client.is_connected()
+
+
+def test_unknown_user_is_refused(make_client: Make) -> None:
+    assert (
+        make_client("mallory-1", "mallory", "x").connect().getName() == "Bad user name or password"
+    )
+
+
+def test_mqtt5_connect_is_refused_at_once_with_unsupported_protocol(make_client: Make) -> None:
+    client = make_client("alice-5", "alice", "alice-pw", protocol=paho.MQTTv5)
+    started = time.monotonic()
+    assert client.connect().getName() == "Unsupported protocol version"
+    assert time.monotonic() - started < 2.0  # refused, not left hanging
+
+
+def test_late_subscriber_gets_retained_qos1_message(make_client: Make) -> None:
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    service.publish("transcription/a1/result", b'{"seq": 7}', qos=1, retain=True)
+
+    alice = make_client("alice-1", "alice", "alice-pw")
+    assert not alice.connect().is_failure
+    assert alice.subscribe("transcription/a1/+", qos=1) == [1]
+    message = alice.next_message()
+    assert message is not None
+    assert (message.topic, message.payload) == ("transcription/a1/result", b'{"seq": 7}')
+    assert message.retain
+    assert message.qos == 1
+
+
+def test_live_messages_arrive_with_qos1_and_without_retain_flag(make_client: Make) -> None:
+    alice = make_client("alice-1", "alice", "alice-pw")
+    assert not alice.connect().is_failure
+    assert alice.subscribe("transcription/a1/+") == [1]
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    service.publish("transcription/a1/progress", b"50%", qos=1, retain=True)
+    message = alice.next_message()
+    assert message is not None
+    assert (message.payload, message.qos, message.retain) == (b"50%", 1, False)
+
+
+def test_subscribing_to_another_users_session_gets_failure_suback(make_client: Make) -> None:
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    service.publish("transcription/b2/result", b"bob's retained", retain=True)
+
+    alice = make_client("alice-1", "alice", "alice-pw")
+    assert not alice.connect().is_failure
+    assert alice.subscribe("transcription/b2/+") == [SUBACK_FAILURE]
+    assert alice.subscribe("#") == [SUBACK_FAILURE]
+    service.publish("transcription/b2/result", b"bob's live")
+    assert alice.next_message(timeout=1.0) is None
+
+
+def test_retained_messages_of_others_are_not_sent_on_connect(make_client: Make) -> None:
+    """amqtt sends every new client the retained messages of anyone's subscriptions."""
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    service.publish("transcription/b2/result", b"bob's retained", retain=True)
+    bob = make_client("bob-1", "bob", "bob-pw")
+    assert not bob.connect().is_failure
+    assert bob.subscribe("transcription/b2/+") == [1]
+    assert bob.next_message() is not None
+
+    alice = make_client("alice-1", "alice", "alice-pw")
+    assert not alice.connect().is_failure
+    assert alice.next_message(timeout=1.0) is None
+
+
+def test_publishing_into_another_users_session_is_dropped(make_client: Make) -> None:
+    bob = make_client("bob-1", "bob", "bob-pw")
+    assert not bob.connect().is_failure
+    assert bob.subscribe("transcription/b2/+") == [1]
+    alice = make_client("alice-1", "alice", "alice-pw")
+    assert not alice.connect().is_failure
+    alice.publish("transcription/b2/result", b"forged", retain=True)
+    assert bob.next_message(timeout=1.0) is None
+
+    late = make_client("bob-2", "bob", "bob-pw")
+    assert not late.connect().is_failure
+    assert late.subscribe("transcription/b2/+") == [1]
+    assert late.next_message(timeout=1.0) is None  # nothing retained either
+
+
+def test_another_users_client_id_is_refused_and_owner_stays(make_client: Make) -> None:
+    bob = make_client("bob-1", "bob", "bob-pw", clean_session=False)
+    assert not bob.connect().is_failure
+    assert bob.subscribe("transcription/b2/+") == [1]
+
+    assert (
+        make_client("bob-1", "alice", "alice-pw").connect().getName()
+        == "Client identifier not valid"
+    )
+    assert make_client("bob-1").connect().getName() == "Not authorized"  # no kick either
+    time.sleep(0.3)
+    assert bob.client.is_connected()
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    service.publish("transcription/b2/result", b"still bob's")
+    message = bob.next_message()
+    assert message is not None
+    assert message.payload == b"still bob's"
+
+
+def test_persistent_session_gets_qos1_messages_published_while_offline(make_client: Make) -> None:
+    alice = make_client("alice-p", "alice", "alice-pw", clean_session=False)
+    assert not alice.connect().is_failure
+    assert alice.subscribe("transcription/a1/+") == [1]
+    alice.close()
+    time.sleep(0.3)  # let the broker see the disconnect
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    service.publish("transcription/a1/result", b"while you were away")
+
+    again = make_client("alice-p", "alice", "alice-pw", clean_session=False)
+    assert not again.connect().is_failure
+    message = again.next_message()
+    assert message is not None
+    assert (message.payload, message.qos) == (b"while you were away", 1)
+
+
+def test_websocket_listener_on_path_mqtt(make_client: Make, running_broker: RunningBroker) -> None:
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    service.publish("transcription/a1/result", b"over websockets", retain=True)
+
+    browser = make_client(
+        "alice-ws", "alice", "alice-pw", port=running_broker.ws_port, transport="websockets"
+    )
+    assert not browser.connect().is_failure
+    assert browser.subscribe("transcription/a1/+") == [1]
+    message = browser.next_message()
+    assert message is not None
+    assert (message.payload, message.retain) == (b"over websockets", True)
+    anonymous = make_client("anon-ws", port=running_broker.ws_port, transport="websockets")
+    assert anonymous.connect().getName() == "Not authorized"
+
+
+def test_port_zero_binds_free_ports_and_reports_urls(running_broker: RunningBroker) -> None:
+    broker = running_broker.broker
+    assert broker.running
+    assert broker.tcp_port > 0
+    assert broker.ws_port not in (None, 0)
+    assert broker.tcp_url == f"mqtt://127.0.0.1:{broker.tcp_port}"
+    assert broker.ws_url == f"ws://127.0.0.1:{broker.ws_port}/mqtt"
+
+
+async def test_port_in_use_raises_mqtt_error(running_broker: RunningBroker) -> None:
+    clash = EmbeddedBroker(
+        DictAuthenticator(USERS), PrefixAuthorizer(), tcp_port=0, ws_port=running_broker.ws_port
+    )
+    with pytest.raises(MqttError, match="cannot start"):
+        await clash.start()
+    assert not clash.running
+
+
+async def test_async_context_manager_starts_and_stops() -> None:
+    async with EmbeddedBroker(
+        DictAuthenticator(USERS), PrefixAuthorizer(), tcp_port=0, ws_port=None
+    ) as broker:
+        assert broker.running
+        assert broker.ws_url is None
+        port = broker.tcp_port
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.close()
+    assert not broker.running
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", port)
+
+
+def test_parse_connect_reads_credentials_and_will() -> None:
+    client_id, will_topic, will, user, password = b"c1", b"w/t", b"bye", b"alice", b"pw"
+
+    def text(value: bytes) -> bytes:
+        return len(value).to_bytes(2, "big") + value
+
+    flags = 0x80 | 0x40 | 0x04 | 0x02
+    body = text(b"MQTT") + bytes([4, flags, 0, 30])
+    body += b"".join(text(v) for v in (client_id, will_topic, will, user, password))
+    connect = parse_connect(body)
+    assert (connect.level, connect.client_id, connect.username, connect.password) == (
+        4,
+        "c1",
+        "alice",
+        "pw",
+    )
+    assert parse_connect(text(b"MQTT") + bytes([5, 0x02, 0, 30, 0])).level == 5
+
+
+class _BrokenRules:
+    """An authenticator and authorizer whose backend is down."""
+
+    def authenticate(self, client_id: str, username: str | None, password: str | None) -> None:
+        raise ConnectionError("user database unreachable")
+
+    def allow(self, principal: object, topic: str, action: str) -> bool:
+        raise ConnectionError("policy service unreachable")
+
+
+@contextmanager
+def _broker_with(authenticator: Any, authorizer: Any) -> Iterator[EmbeddedBroker]:
+    thread = BrokerThread()
+    broker = EmbeddedBroker(authenticator, authorizer, tcp_port=0, ws_port=None)
+    thread.call(broker.start())
+    try:
+        yield broker
+    finally:
+        thread.call(broker.stop())
+        thread.close()
+
+
+def test_failing_authenticator_refuses_with_server_unavailable() -> None:
+    with _broker_with(_BrokenRules(), PrefixAuthorizer()) as broker:
+        client = PahoClient(broker.tcp_port, "alice-1", "alice", "alice-pw")
+        assert client.connect().getName() == "Server unavailable"
+
+
+def test_failing_authorizer_denies() -> None:
+    with _broker_with(DictAuthenticator(USERS), _BrokenRules()) as broker:
+        alice = PahoClient(broker.tcp_port, "alice-1", "alice", "alice-pw")
+        assert not alice.connect().is_failure
+        try:
+            assert alice.subscribe("transcription/a1/+") == [SUBACK_FAILURE]
+        finally:
+            alice.close()

@@ -1,0 +1,53 @@
+"""Fixtures shared by the suite: an isolated cache/config, the real model, the platform."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import PlatformThread
+from voxwire.config import Settings
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Never touch the user's config; share one model cache per run."""
+    config_dir = tmp_path_factory.mktemp("config")
+    saved = {k: os.environ.get(k) for k in ("VOXWIRE_CONFIG_DIR", "VOXWIRE_CONFIG")}
+    os.environ["VOXWIRE_CONFIG_DIR"] = str(config_dir)
+    os.environ["VOXWIRE_CONFIG"] = str(config_dir / "server.toml")
+    for name in ("VOXWIRE_URL", "VOXWIRE_API_KEY", "VOXWIRE_MQTT_URL"):
+        os.environ.pop(name, None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def model_path() -> Path:
+    from voxwire.models import registry
+
+    return registry.resolve("tiny.en")
+
+
+@pytest.fixture(scope="session")
+def platform(
+    tmp_path_factory: pytest.TempPathFactory, model_path: Path
+) -> Iterator[PlatformThread]:
+    settings = Settings(
+        http_port=0,
+        mqtt_port=0,
+        ws_port=0,
+        data_dir=tmp_path_factory.mktemp("data"),
+        max_audio_s=90,
+        max_upload_mb=8,
+    )
+    running = PlatformThread(settings, model_path).start()
+    yield running
+    running.stop()

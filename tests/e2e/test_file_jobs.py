@@ -1,0 +1,123 @@
+"""End to end on the embedded platform: real broker, real model, real HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.helpers import (
+    EVAL_DIR,
+    Listener,
+    PlatformThread,
+    corpus_wer,
+    eval_with_text,
+    iter_json,
+)
+from voxwire_client import Client
+from voxwire_client.messages import parse_message
+from voxwire_client.topics import session_filter
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _upload(
+    platform: PlatformThread, path: str, prompts: list[str] | None = None
+) -> httpx.Response:
+    with open(path, "rb") as fh:
+        return httpx.post(
+            f"{platform.url}/v1/sessions",
+            headers={"Authorization": f"Bearer {platform.api_key}"},
+            files={"file": (path.rsplit("/", 1)[-1], fh)},
+            data={"prompts": json.dumps(prompts or [])},
+            timeout=60,
+        )
+
+
+def _terminal(got: list) -> bool:
+    return any(
+        (m["type"] == "progress" and m["status"] in ("completed", "failed")) or m["type"] == "error"
+        for m in iter_json(got)
+    )
+
+
+def test_eval_corpus_over_mqtt(platform: PlatformThread) -> None:
+    """Every eval file with a reference: an outside subscriber sees valid, ordered
+    messages, progress reaching 100 and a transcript; corpus WER <= 0.06."""
+    refs, hyps = [], []
+    for i, item in enumerate(eval_with_text()):
+        response = _upload(platform, str(item.path))
+        assert response.status_code == 201, response.text
+        sid = response.json()["sid"]
+        listener = Listener(platform.settings.mqtt_port, platform.api_key, client_id=f"eval-{i}")
+        assert listener.connect() == 0
+        assert listener.subscribe(session_filter(sid)) == [1]
+        got = listener.wait_for(_terminal)
+        listener.close()
+
+        messages = [parse_message(r.payload) for r in got]  # schema-valid or raises
+        assert all(m.sid == sid for m in messages)
+        live = [m.seq for m, r in zip(messages, got, strict=True) if not r.retain]
+        assert live == sorted(set(live)), f"{item.id}: live seq not strictly increasing: {live}"
+        assert live == list(range(live[0], live[-1] + 1)), f"{item.id}: gap in {live}"
+        progress = [m for m in messages if m.type == "progress"]
+        assert progress[-1].percent == 100 and progress[-1].status == "completed"
+        transcripts = [m for m in messages if m.type == "transcript"]
+        assert len(transcripts) == 1
+        assert transcripts[0].duration_ms == pytest.approx(item.duration_s * 1000, abs=60)
+        refs.append(item.text)
+        hyps.append(transcripts[0].text)
+    wer = corpus_wer(refs, hyps)
+    print(f"corpus WER over {len(refs)} files: {wer:.4f}")
+    assert wer <= 0.06
+
+
+def test_progress_is_published_while_transcribing(platform: PlatformThread) -> None:
+    """A long file reports intermediate progress, not only 0 and 100."""
+    response = _upload(platform, str(EVAL_DIR / "audio" / "mfa_acoustic_corpus.wav"))
+    sid = response.json()["sid"]
+    listener = Listener(platform.settings.mqtt_port, platform.api_key, client_id="progress")
+    listener.connect()
+    listener.subscribe(session_filter(sid))
+    got = listener.wait_for(_terminal)
+    listener.close()
+    percents = [m["percent"] for m in iter_json(got) if m["type"] == "progress"]
+    assert any(0 < p < 100 for p in percents), percents
+    assert percents == sorted(percents)
+    finals = [m for m in iter_json(got) if m["type"] == "final"]
+    assert len(finals) >= 2
+
+
+def test_prompt_matches_with_time_span(platform: PlatformThread) -> None:
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        result = client.transcribe(
+            EVAL_DIR / "audio" / "whisper_jfk.flac", prompts=["ask not", "purple elephants"]
+        )
+    assert [m.prompt for m in result.matches] == ["ask not"]
+    match = result.matches[0]
+    # "ask not" is spoken at about 3.0-4.3 s of the recording.
+    assert 2000 <= match.start_ms <= 4500, match
+    assert match.start_ms < match.end_ms <= 6000, match
+    assert "<em>" in match.highlight and match.score >= 0.8
+
+
+def test_sdk_survives_a_dropped_connection(platform: PlatformThread) -> None:
+    """Drop the SDK's MQTT socket after the first segment: the transcript is still
+    complete, in order, without duplicates."""
+    dropped = []
+
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+
+        def on_event(message) -> None:  # type: ignore[no-untyped-def]
+            if message.type == "final" and not dropped:
+                client._async.subscriptions[message.sid].drop_connection()
+                dropped.append(message.seq)
+
+        result = client.transcribe(EVAL_DIR / "audio" / "mfa_cold_corpus.wav", on_event=on_event)
+        server = client.transcript(result.sid)
+    assert dropped, "the connection was never dropped"
+    indexes = [s.index for s in result.segments]
+    assert indexes == list(range(len(server.segments)))
+    assert [s.text for s in result.segments] == [s.text for s in server.segments]
+    assert result.text == server.text and len(result.segments) >= 2

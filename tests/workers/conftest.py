@@ -1,0 +1,28 @@
+"""Fixtures for engine tests: whisper.cpp engines on freshly converted models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.models.conftest import convert_all
+from voxwire.workers.engines.whispercpp import WhisperCppEngine
+
+
+@pytest.fixture(scope="session")
+def model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every known model, converted fresh into a private cache."""
+    converted = convert_all(tmp_path_factory.mktemp("voxwire-cache"))
+    return {name: item.path for name, item in converted.items()}
+
+
+@pytest.fixture(scope="session", params=["tiny.en", "tiny.en-q8_0"])
+def whispercpp_engine(
+    request: pytest.FixtureRequest, model_files: dict[str, Path]
+) -> Iterator[WhisperCppEngine]:
+    """A loaded engine per model, reused by every test (as a worker does)."""
+    loaded = WhisperCppEngine(model_files[request.param])
+    yield loaded
+    loaded.close()

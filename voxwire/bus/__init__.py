@@ -1,0 +1,13 @@
+"""The job bus: topics of keyed records between gateway, workers and relay.
+
+The in-process bus (:class:`MemoryBus`) has the same interface as the Kafka
+bus of distributed mode. Topics are named as in Kafka::
+
+    transcription.jobs     key = sid, a FileJob (JSON)
+    transcription.results  key = sid, a wire message (JSON)
+"""
+
+from voxwire.bus.base import JOBS_TOPIC, RESULTS_TOPIC, Bus, Record, Subscription
+from voxwire.bus.memory import MemoryBus
+
+__all__ = ["JOBS_TOPIC", "RESULTS_TOPIC", "Bus", "MemoryBus", "Record", "Subscription"]

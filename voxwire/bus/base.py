@@ -1,0 +1,44 @@
+"""The bus interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+JOBS_TOPIC = "transcription.jobs"
+RESULTS_TOPIC = "transcription.results"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    key: str
+    value: bytes
+    offset: int
+
+
+class Subscription(Protocol):
+    """One consumer in a consumer group."""
+
+    async def next(self) -> Record:
+        """Wait for the next record of the topic for this group."""
+        ...
+
+    async def commit(self, record: Record) -> None:
+        """Mark ``record`` done: it will not be delivered to the group again."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Bus(Protocol):
+    async def produce(self, topic: str, key: str, value: bytes) -> None:
+        """Return once the bus has accepted the record (durably, where it can)."""
+        ...
+
+    def subscribe(self, topic: str, group: str) -> Subscription:
+        """Join ``group`` on ``topic``; records are shared among its members,
+        in order per key."""
+        ...
+
+    async def close(self) -> None: ...

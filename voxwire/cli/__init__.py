@@ -1,0 +1,25 @@
+"""The ``voxwire`` command line."""
+
+from __future__ import annotations
+
+import typer
+
+from voxwire.cli import contract_cmd, keys, models, transcribe, up
+
+app = typer.Typer(
+    name="voxwire",
+    help="Speech to text over MQTT. Start the platform with `voxwire up`, "
+    "then `voxwire transcribe FILE`.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("up")(up.up)
+app.command("transcribe")(transcribe.transcribe)
+app.command("contract")(contract_cmd.contract)
+app.add_typer(models.app, name="models")
+app.add_typer(keys.app, name="keys")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,117 @@
+"""``voxwire transcribe``: upload a file, follow it live, print the transcript."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+from voxwire.cli.common import console, err_console, fail
+from voxwire_client import AsyncClient, ClientError, Transcript
+from voxwire_client.messages import (
+    MatchMessage,
+    Message,
+    ProgressMessage,
+    SegmentMessage,
+)
+
+
+def _clock(ms: int) -> str:
+    seconds = ms / 1000
+    return f"{int(seconds // 60):02d}:{seconds % 60:05.2f}"
+
+
+def transcribe(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="audio file: WAV, FLAC, MP3, OGG/Opus, M4A",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+        ),
+    ],
+    prompt: Annotated[
+        list[str] | None, typer.Option("--prompt", "-p", help="a phrase to listen for (repeatable)")
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
+    mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the transcript as JSON")] = False,
+) -> None:
+    """Upload FILE, show progress, print segments and prompt matches as they arrive."""
+    try:
+        result = asyncio.run(_run(file, prompt or [], url, api_key, mqtt_url, quiet=as_json))
+    except ClientError as exc:
+        fail(exc.message, exc.hint)
+    if as_json:
+        console.print_json(
+            json.dumps(
+                {
+                    "sid": result.sid,
+                    "text": result.text,
+                    "language": result.language,
+                    "duration_ms": result.duration_ms,
+                    "segments": [s.model_dump() for s in result.segments],
+                    "matches": [m.model_dump() for m in result.matches],
+                }
+            )
+        )
+    else:
+        console.rule("transcript")
+        console.print(result.text)
+
+
+async def _run(
+    file: Path,
+    prompts: list[str],
+    url: str | None,
+    api_key: str | None,
+    mqtt_url: str | None,
+    *,
+    quiet: bool,
+) -> Transcript:
+    out = err_console if quiet else console
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=True,
+    )
+    task = progress.add_task(file.name, total=100)
+
+    def on_event(message: Message) -> None:
+        if isinstance(message, ProgressMessage):
+            progress.update(
+                task,
+                completed=message.percent,
+                description=f"{file.name} [dim]{message.status.value}[/]",
+            )
+        elif isinstance(message, SegmentMessage) and message.type == "final":
+            seg = message.segment
+            out.print(
+                f"[cyan]\\[{_clock(seg.start_ms)} → {_clock(seg.end_ms)}][/] {escape(seg.text)}"
+            )
+        elif isinstance(message, MatchMessage):
+            highlight = (
+                escape(message.highlight).replace("<em>", "[bold yellow]").replace("</em>", "[/]")
+            )
+            out.print(
+                f"[magenta]match[/] {message.prompt!r} at {_clock(message.start_ms)} "
+                f"(score {message.score:.2f}): {highlight}"
+            )
+
+    async with AsyncClient(url, api_key, mqtt_url) as client:
+        with progress:
+            created = await client.upload(file, prompts)
+            out.print(
+                f"session [bold]{created.sid}[/] (follow it on {created.endpoints.topic_filter})"
+            )
+            return await client.follow(created.sid, on_event=on_event)

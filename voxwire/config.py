@@ -1,0 +1,88 @@
+"""Server settings: defaults, then a TOML file, then ``VOXWIRE_*`` environment.
+
+The file is ``$VOXWIRE_CONFIG`` or ``<user config dir>/voxwire/server.toml``;
+each field can be set in the environment as ``VOXWIRE_<FIELD>`` (upper case),
+e.g. ``VOXWIRE_HTTP_PORT=9000``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from voxwire.errors import ConfigError
+
+
+class Settings(BaseModel):
+    """Everything a voxwire process needs to know."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["embedded"] = "embedded"
+    host: str = "127.0.0.1"
+    public_host: str | None = Field(
+        default=None, description="host name printed for clients (default: host)"
+    )
+    http_port: int = Field(default=8000, ge=0, le=65535)
+    mqtt_port: int = Field(default=1883, ge=0, le=65535)
+    ws_port: int = Field(default=8083, ge=0, le=65535)
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("voxwire")))
+    engine: Literal["whispercpp"] = "whispercpp"
+    model: str = "tiny.en"
+    language: str = "en"
+    beam_size: int = Field(default=1, ge=1, le=8)
+    workers: int = Field(default=1, ge=1, le=32, description="engine instances")
+    threads: int = Field(default=2, ge=1, le=64, description="threads per engine instance")
+    max_upload_mb: float = Field(default=200, gt=0)
+    max_audio_s: float = Field(default=4 * 3600, gt=0)
+    message_expiry_s: int = Field(default=24 * 3600, ge=1)
+    max_prompts: int = Field(default=50, ge=0)
+
+    @property
+    def advertised_host(self) -> str:
+        return self.public_host or self.host
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "voxwire.sqlite3"
+
+    @property
+    def blob_dir(self) -> Path:
+        return self.data_dir / "audio"
+
+
+def config_file() -> Path:
+    explicit = os.environ.get("VOXWIRE_CONFIG")
+    if explicit:
+        return Path(explicit)
+    return Path(platformdirs.user_config_dir("voxwire")) / "server.toml"
+
+
+def load_settings(path: Path | None = None, **overrides: object) -> Settings:
+    """Defaults <- file <- environment <- explicit overrides (e.g. CLI flags)."""
+    values: dict[str, object] = {}
+    path = path or config_file()
+    if path.exists():
+        try:
+            values.update(tomllib.loads(path.read_text()))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}", hint="fix or delete the file") from exc
+    for name in Settings.model_fields:
+        env = os.environ.get(f"VOXWIRE_{name.upper()}")
+        if env is not None and env != "":
+            values[name] = env
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(
+            f"invalid setting {field}: {first['msg']}",
+            hint=f"check {path} and the VOXWIRE_{field.upper()} environment variable",
+        ) from exc

@@ -1,0 +1,142 @@
+"""Generate the published contract: an AsyncAPI 3.0 document and JSON Schemas.
+
+Both are derived from the pydantic models in ``voxwire_client`` and committed
+under ``client-sdk/contract``; a test fails when they drift.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from voxwire_client import api
+from voxwire_client.messages import (
+    CONTRACT_VERSION,
+    ErrorMessage,
+    MatchMessage,
+    ProgressMessage,
+    SegmentMessage,
+    TranscriptMessage,
+)
+from voxwire_client.topics import TopicKind
+
+MESSAGES: dict[str, type[BaseModel]] = {
+    "ProgressMessage": ProgressMessage,
+    "SegmentMessage": SegmentMessage,
+    "TranscriptMessage": TranscriptMessage,
+    "MatchMessage": MatchMessage,
+    "ErrorMessage": ErrorMessage,
+}
+
+HTTP_BODIES: dict[str, type[BaseModel]] = {
+    "SessionCreated": api.SessionCreated,
+    "SessionInfo": api.SessionInfo,
+    "TranscriptResponse": api.TranscriptResponse,
+    "MessagesPage": api.MessagesPage,
+    "ErrorBody": api.ErrorBody,
+}
+
+_TOPIC_MESSAGES = {
+    TopicKind.RESULT: ["SegmentMessage", "TranscriptMessage"],
+    TopicKind.PROGRESS: ["ProgressMessage", "ErrorMessage"],
+    TopicKind.MATCH: ["MatchMessage"],
+}
+
+_TOPIC_DOCS = {
+    TopicKind.RESULT: "Final (and, for live streams, partial) segments as they are committed, "
+    "then the complete transcript once.",
+    TopicKind.PROGRESS: "Session status and percent of audio processed; errors.",
+    TopicKind.MATCH: "A prompt given with the session was heard: where and how sure.",
+}
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """JSON Schema per model, by file name."""
+    out = {}
+    for name, model in {**MESSAGES, **HTTP_BODIES}.items():
+        schema = model.model_json_schema(mode="serialization")
+        schema["$id"] = f"https://voxwire.dev/schemas/v{CONTRACT_VERSION}/{name}.json"
+        out[f"{name}.schema.json"] = schema
+    return out
+
+
+def asyncapi() -> dict[str, Any]:
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    for kind, names in _TOPIC_MESSAGES.items():
+        channel = f"session{kind.value.title()}"
+        channels[channel] = {
+            "address": f"transcription/{{sid}}/{kind.value}",
+            "description": _TOPIC_DOCS[kind] + " QoS 1, retained, MQTT 5 message expiry.",
+            "parameters": {"sid": {"description": "session id: 1-64 of [A-Za-z0-9_-]"}},
+            "messages": {n: {"$ref": f"#/components/messages/{n}"} for n in names},
+            "bindings": {"mqtt": {"qos": 1, "retain": True}},
+        }
+        operations[f"receive{kind.value.title()}"] = {
+            "action": "receive",
+            "channel": {"$ref": f"#/channels/{channel}"},
+            "summary": f"Subscribe to transcription/<sid>/{kind.value} (or transcription/<sid>/+).",
+        }
+    messages = {
+        name: {
+            "name": name,
+            "contentType": "application/json",
+            "payload": {"$ref": f"#/components/schemas/{name}"},
+        }
+        for name in MESSAGES
+    }
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "voxwire",
+            "version": f"{CONTRACT_VERSION}.0.0",
+            "description": (
+                "Speech to text over MQTT. Every payload is versioned JSON with v, sid, a "
+                "per-session strictly increasing seq, ts and type. A redelivery carries the same "
+                "seq: drop duplicates by seq; on a gap fetch GET /v1/sessions/{sid}/messages"
+                "?after=<last seq> from the gateway. Retained messages hold only the last message "
+                "of each topic."
+            ),
+        },
+        "defaultContentType": "application/json",
+        "channels": channels,
+        "operations": operations,
+        "components": {"messages": messages, "schemas": _component_schemas()},
+    }
+
+
+def _component_schemas() -> dict[str, Any]:
+    """Message schemas with their nested definitions hoisted beside them."""
+    out: dict[str, Any] = {}
+    for name, model in MESSAGES.items():
+        schema = model.model_json_schema(
+            mode="serialization", ref_template="#/components/schemas/{model}"
+        )
+        out.update(schema.pop("$defs", {}))
+        out[name] = schema
+    return out
+
+
+def render() -> dict[str, str]:
+    """Every contract file, by relative path, as text."""
+    files = {"asyncapi.json": _dump(asyncapi())}
+    for name, schema in schemas().items():
+        files[f"schemas/{name}"] = _dump(schema)
+    return files
+
+
+def write(out: Path) -> list[Path]:
+    written = []
+    for rel, text in render().items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"

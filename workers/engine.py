@@ -1,0 +1,64 @@
+"""The engine interface: audio samples in, timed segments out.
+
+An engine is loaded once per worker and reused for every job. Implementations
+live in :mod:`voxwire.workers.engines` and are chosen by name in the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+SAMPLE_RATE = 16_000
+
+Audio = npt.NDArray[np.float32]
+"""Mono float32 samples at 16 kHz in [-1, 1]."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """How to transcribe. Override with ``dataclasses.replace``."""
+
+    language: str = "en"
+    beam_size: int = 1
+    threads: int = 2
+    temperature: float = 0.0
+    initial_prompt: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A committed piece of transcript, times relative to the audio start."""
+
+    start_ms: int
+    end_ms: int
+    text: str
+    no_speech_prob: float = 0.0
+
+
+SegmentCallback = Callable[[Segment], None]
+
+
+class Engine(Protocol):
+    """A speech-to-text engine."""
+
+    name: str
+
+    def transcribe(
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+    ) -> list[Segment]:
+        """Transcribe ``audio``; call ``on_segment`` for each segment as it is
+        produced, then return all of them. Markers such as ``[BLANK_AUDIO]`` are
+        never returned as text. Raises :class:`voxwire.errors.EngineError`."""
+        ...
+
+    def close(self) -> None:
+        """Release the model."""
+        ...

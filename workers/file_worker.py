@@ -1,0 +1,116 @@
+"""The file worker: consumes jobs from the bus, runs them on engine instances,
+produces their messages to the results topic (key = sid).
+
+N engine instances (each loaded once) run jobs concurrently, one job each;
+the worker takes a new job only when an instance is free, so at most N jobs
+are in flight and the rest wait on the bus. A job's offset is committed only
+after all of its messages were accepted by the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from pydantic import ValidationError
+
+from voxwire.audio import pcm16le_to_float32
+from voxwire.blobs import LocalBlobStore
+from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus, Record
+from voxwire.errors import VoxwireError
+from voxwire.jobs import FileJob
+from voxwire.workers.engine import Audio, Engine, EngineOptions
+from voxwire.workers.pipeline import error_message, run_file_job
+from voxwire_client.messages import Message, encode_message
+
+log = logging.getLogger(__name__)
+
+WORKER_GROUP = "voxwire-workers"
+
+
+def load_pcm(blobs: LocalBlobStore, key: str) -> Audio:
+    return pcm16le_to_float32(blobs.get(key))
+
+
+class FileWorker:
+    def __init__(
+        self,
+        bus: Bus,
+        blobs: LocalBlobStore,
+        engines: Sequence[Engine],
+        options: EngineOptions,
+        *,
+        group: str = WORKER_GROUP,
+    ) -> None:
+        if not engines:
+            raise ValueError("a worker needs at least one engine instance")
+        self._bus = bus
+        self._blobs = blobs
+        self._idle: asyncio.Queue[Engine] = asyncio.Queue()
+        for engine in engines:
+            self._idle.put_nowait(engine)
+        self._options = options
+        self._group = group
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.jobs_done = 0
+
+    async def run(self) -> None:
+        """Consume jobs until cancelled; in-flight jobs finish first."""
+        subscription = self._bus.subscribe(JOBS_TOPIC, self._group)
+        try:
+            while True:
+                engine = await self._idle.get()
+                try:
+                    record = await subscription.next()
+                except BaseException:
+                    self._idle.put_nowait(engine)
+                    raise
+                task = asyncio.create_task(self._handle(record, engine, subscription.commit))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            await subscription.close()
+
+    async def _handle(
+        self, record: Record, engine: Engine, commit: Callable[[Record], object]
+    ) -> None:
+        try:
+            await self._process(record, engine)
+            result = commit(record)
+            if asyncio.iscoroutine(result):
+                await result
+            self.jobs_done += 1
+        except Exception:
+            log.exception("job %s failed unexpectedly", record.key)
+        finally:
+            self._idle.put_nowait(engine)
+
+    async def _process(self, record: Record, engine: Engine) -> None:
+        try:
+            job = FileJob.model_validate_json(record.value)
+        except ValidationError:
+            log.error(
+                "dropping a malformed job record (key %s, offset %d)", record.key, record.offset
+            )
+            return
+        loop = asyncio.get_running_loop()
+
+        def emit(message: Message) -> None:
+            future = asyncio.run_coroutine_threadsafe(
+                self._bus.produce(RESULTS_TOPIC, message.sid, encode_message(message)), loop
+            )
+            future.result()
+
+        options = replace(self._options, language=job.language)
+        try:
+            audio = await asyncio.to_thread(load_pcm, self._blobs, job.audio_key)
+        except VoxwireError as exc:
+            await self._bus.produce(
+                RESULTS_TOPIC, job.sid, encode_message(error_message(job.sid, job.first_seq, exc))
+            )
+            return
+        await asyncio.to_thread(run_file_job, job, audio, engine, options, emit)
