@@ -44,6 +44,8 @@ import contextlib
 import logging
 import ssl
 import struct
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
@@ -236,6 +238,9 @@ class _Gate:
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.admitted: dict[tuple[str, int], Principal] = {}
+        # Credentials are checked on threads of their own, so a busy default
+        # executor (engines, decoding) can never hold up a CONNECT.
+        self.auth_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqtt-auth")
 
     def allow(self, session: Session | None, topic: str | None, action: AmqttAction | None) -> bool:
         principal = _principal_of(session)
@@ -285,11 +290,28 @@ class _TopicPlugin(BaseTopicPlugin):  # type: ignore[misc]
         return gate.allow(session, topic, action)
 
 
+class _SubscriptionTable(dict[str, list[tuple["Session", int]]]):
+    """amqtt's subscription table, iterated over snapshots.
+
+    amqtt awaits inside its loops over subscriptions (authorization, queueing for
+    offline sessions); a client subscribing meanwhile changed the dict under the
+    loop ("dictionary changed size during iteration"), which silently dropped the
+    message being broadcast for every remaining subscriber.
+    """
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(super().keys()))
+
+    def items(self) -> list[tuple[str, list[tuple[Session, int]]]]:  # type: ignore[override]
+        return [(topic, list(subs)) for topic, subs in super().items()]
+
+
 class _Broker(Broker):  # type: ignore[misc]
     """amqtt's broker behind the gate, with retained delivery that respects the authorizer."""
 
     def __init__(self, config: dict[str, Any], gate: _Gate, connect_timeout_s: float) -> None:
         super().__init__(config)
+        self._subscriptions = _SubscriptionTable()
         self._gate = gate
         self._connect_timeout_s = connect_timeout_s
 
@@ -356,7 +378,8 @@ class _Broker(Broker):  # type: ignore[misc]
         if connect.level != 4:
             raise _Refused(f"protocol level {connect.level}", _connack(0x01))
         try:
-            principal = await asyncio.to_thread(
+            principal = await asyncio.get_running_loop().run_in_executor(
+                self._gate.auth_pool,
                 self._gate.authenticator.authenticate,
                 connect.client_id,
                 connect.username,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from pydantic import ValidationError
@@ -54,6 +55,8 @@ class FileWorker:
         self._options = options
         self._group = group
         self._tasks: set[asyncio.Task[None]] = set()
+        # One thread per engine instance, apart from the default executor.
+        self._pool = ThreadPoolExecutor(max_workers=len(engines), thread_name_prefix="engine")
         self.jobs_done = 0
 
     async def run(self) -> None:
@@ -74,6 +77,7 @@ class FileWorker:
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             await subscription.close()
+            self._pool.shutdown(wait=False)
 
     async def _handle(
         self, record: Record, engine: Engine, commit: Callable[[Record], object]
@@ -113,4 +117,4 @@ class FileWorker:
                 RESULTS_TOPIC, job.sid, encode_message(error_message(job.sid, job.first_seq, exc))
             )
             return
-        await asyncio.to_thread(run_file_job, job, audio, engine, options, emit)
+        await loop.run_in_executor(self._pool, run_file_job, job, audio, engine, options, emit)

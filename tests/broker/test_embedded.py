@@ -269,3 +269,32 @@ def test_failing_authorizer_denies() -> None:
             assert alice.subscribe("transcription/a1/+") == [SUBACK_FAILURE]
         finally:
             alice.close()
+
+
+def test_no_message_is_lost_while_other_clients_subscribe(make_client: Make) -> None:
+    """Subscriptions changing during a broadcast must not drop the message for anyone."""
+    service = make_client("svc-flood", "service", "service-pw")
+    assert service.connect().value == 0
+    watcher = make_client("alice-watch", "alice", "alice-pw")
+    assert watcher.connect().value == 0
+    assert watcher.subscribe("transcription/a1/+") == [1]
+    for i in range(10):  # offline persistent sessions: broadcasts queue for them (and await)
+        offline = make_client(f"alice-away-{i}", "alice", "alice-pw", clean_session=False)
+        offline.connect()
+        offline.subscribe("transcription/a1/+")
+        offline.close()
+    churn = [make_client(f"alice-churn-{i}", "alice", "alice-pw") for i in range(20)]
+    for client in churn:
+        client.connect()
+    count = 300
+    for i in range(count):
+        service.client.publish("transcription/a1/progress", str(i).encode(), qos=1)
+        if i % 15 == 0:
+            churn[i // 15].client.subscribe(f"transcription/a1/extra{i}", qos=1)
+    received = set()
+    deadline = time.monotonic() + 20
+    while len(received) < count and time.monotonic() < deadline:
+        message = watcher.next_message(timeout=1)
+        if message is not None:
+            received.add(int(message.payload))
+    assert len(received) == count, f"lost {count - len(received)} of {count}"

@@ -26,3 +26,11 @@ def whispercpp_engine(
     loaded = WhisperCppEngine(model_files[request.param])
     yield loaded
     loaded.close()
+
+
+@pytest.fixture(scope="session")
+def f16_engine(model_files: dict[str, Path]) -> Iterator[WhisperCppEngine]:
+    """One engine for behaviour that does not depend on the weights' type."""
+    loaded = WhisperCppEngine(model_files["tiny.en"])
+    yield loaded
+    loaded.close()

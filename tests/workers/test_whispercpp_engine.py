@@ -59,10 +59,10 @@ def test_segments_arrive_while_transcribing(whispercpp_engine: WhisperCppEngine)
 
 
 @pytest.mark.timeout(120)
-def test_silence_gives_no_segments(whispercpp_engine: WhisperCppEngine) -> None:
+def test_silence_gives_no_segments(f16_engine: WhisperCppEngine) -> None:
     seen: list[Segment] = []
     silence = np.zeros(5 * SAMPLE_RATE, dtype=np.float32)
-    assert whispercpp_engine.transcribe(silence, OPTIONS, seen.append) == []
+    assert f16_engine.transcribe(silence, OPTIONS, seen.append) == []
     assert seen == []
 
 
@@ -94,43 +94,43 @@ def test_beam_search_prompt_and_threads(whispercpp_engine: WhisperCppEngine) -> 
 
 @pytest.mark.timeout(120)
 def test_auto_language_on_an_english_model(
-    whispercpp_engine: WhisperCppEngine, caplog: pytest.LogCaptureFixture
+    f16_engine: WhisperCppEngine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    segments = whispercpp_engine.transcribe(jfk_audio(), replace(OPTIONS, language="auto"))
+    segments = f16_engine.transcribe(jfk_audio(), replace(OPTIONS, language="auto"))
     assert wer(reference_text(JFK_ID), _text(segments)) <= 0.10
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 @pytest.mark.timeout(60)
-def test_rejects_bad_options_and_audio(whispercpp_engine: WhisperCppEngine) -> None:
+def test_rejects_bad_options_and_audio(f16_engine: WhisperCppEngine) -> None:
     audio = jfk_audio()
     with pytest.raises(EngineError, match="unknown language"):
-        whispercpp_engine.transcribe(audio, replace(OPTIONS, language="xx"))
+        f16_engine.transcribe(audio, replace(OPTIONS, language="xx"))
     with pytest.raises(EngineError, match="English-only"):
-        whispercpp_engine.transcribe(audio, replace(OPTIONS, language="de"))
+        f16_engine.transcribe(audio, replace(OPTIONS, language="de"))
     with pytest.raises(EngineError, match="NaN"):
-        whispercpp_engine.transcribe(np.full(SAMPLE_RATE, np.nan, dtype=np.float32), OPTIONS)
+        f16_engine.transcribe(np.full(SAMPLE_RATE, np.nan, dtype=np.float32), OPTIONS)
     with pytest.raises(EngineError, match="mono"):
-        whispercpp_engine.transcribe(np.zeros((2, SAMPLE_RATE), dtype=np.float32), OPTIONS)
+        f16_engine.transcribe(np.zeros((2, SAMPLE_RATE), dtype=np.float32), OPTIONS)
     with pytest.raises(EngineError, match="float samples"):
-        whispercpp_engine.transcribe((audio * 32767).astype(np.int16), OPTIONS)
-    assert whispercpp_engine.transcribe(np.zeros(0, dtype=np.float32), OPTIONS) == []
-    assert whispercpp_engine.transcribe(np.zeros(800, dtype=np.float32), OPTIONS) == []
+        f16_engine.transcribe((audio * 32767).astype(np.int16), OPTIONS)
+    assert f16_engine.transcribe(np.zeros(0, dtype=np.float32), OPTIONS) == []
+    assert f16_engine.transcribe(np.zeros(800, dtype=np.float32), OPTIONS) == []
 
 
 @pytest.mark.timeout(120)
-def test_callback_error_stops_the_job_not_the_engine(whispercpp_engine: WhisperCppEngine) -> None:
+def test_callback_error_stops_the_job_not_the_engine(f16_engine: WhisperCppEngine) -> None:
     def failing(segment: Segment) -> None:
         raise ValueError("subscriber went away")
 
     with pytest.raises(ValueError, match="subscriber went away"):
-        whispercpp_engine.transcribe(jfk_audio(), OPTIONS, failing)
-    segments = whispercpp_engine.transcribe(jfk_audio(), OPTIONS)
+        f16_engine.transcribe(jfk_audio(), OPTIONS, failing)
+    segments = f16_engine.transcribe(jfk_audio(), OPTIONS)
     assert wer(reference_text(JFK_ID), _text(segments)) <= 0.10
 
 
 @pytest.mark.timeout(120)
-def test_other_threads_run_while_transcribing(whispercpp_engine: WhisperCppEngine) -> None:
+def test_other_threads_run_while_transcribing(f16_engine: WhisperCppEngine) -> None:
     ticks = 0
     done = threading.Event()
 
@@ -144,7 +144,7 @@ def test_other_threads_run_while_transcribing(whispercpp_engine: WhisperCppEngin
     ticker.start()
     started = time.monotonic()
     try:
-        whispercpp_engine.transcribe(jfk_audio(), OPTIONS)
+        f16_engine.transcribe(jfk_audio(), OPTIONS)
     finally:
         done.set()
         ticker.join()

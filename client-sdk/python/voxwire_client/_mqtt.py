@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import ssl
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -62,30 +61,30 @@ def stable_client_id(api_key: str, sid: str) -> str:
 
 
 class SessionSubscription:
-    """Follows ``transcription/<sid>/+`` and calls back from paho's thread."""
+    """Follows ``transcription/<sid>/+``; calls back from paho's network thread.
+
+    ``on_connect`` is called after every CONNACK: with None when connected (and
+    subscribed), with the error when the broker refused the connection.
+    """
 
     def __init__(
         self,
         url: str,
         api_key: str,
         sid: str,
+        protocol: MQTTProtocolVersion,
         on_payload: Callable[[bytes], None],
-        on_connected: Callable[[], None],
+        on_connect: Callable[[Exception | None], None],
     ) -> None:
         self._address = parse_broker_url(url)
         self._sid = sid
+        self._protocol = protocol
         self._on_payload = on_payload
-        self._on_connected = on_connected
-        self._api_key = api_key
-        self._ready = threading.Event()
-        self._failure: Exception | None = None
-        self._client = self._make_client(paho.MQTTv5)
-
-    def _make_client(self, protocol: MQTTProtocolVersion) -> paho.Client:
+        self._on_connect = on_connect
         address = self._address
         client = paho.Client(
             CallbackAPIVersion.VERSION2,
-            client_id=stable_client_id(self._api_key, self._sid),
+            client_id=stable_client_id(api_key, sid),
             protocol=protocol,
             transport=address.transport,  # type: ignore[arg-type]
             clean_session=None if protocol == paho.MQTTv5 else False,
@@ -94,75 +93,60 @@ class SessionSubscription:
             client.ws_set_options(path=address.path)
         if address.tls:
             client.tls_set(cert_reqs=ssl.CERT_REQUIRED)
-        client.username_pw_set("apikey", self._api_key)
+        client.username_pw_set("apikey", api_key)
         client.reconnect_delay_set(1, 5)
         client.on_connect = self._handle_connect
+        client.on_connect_fail = self._handle_connect_fail
         client.on_message = self._handle_message
-        return client
+        self._client = client
 
-    def start(self, timeout: float = 10.0) -> None:
-        """Connect and subscribe; raise when the broker refuses or is unreachable."""
-        for protocol in (paho.MQTTv5, paho.MQTTv311):
-            if protocol != paho.MQTTv5:
-                self._client = self._make_client(protocol)
-            self._failure = None
-            self._ready.clear()
-            self._connect(protocol, timeout)
-            if self._failure is None:
-                return
-            self._client.loop_stop()
-            if not isinstance(self._failure, _ProtocolRefused):
-                raise self._failure
-        raise ConnectionFailedError("the broker refused MQTT 5 and MQTT 3.1.1")
-
-    def _connect(self, protocol: MQTTProtocolVersion, timeout: float) -> None:
+    def begin(self) -> None:
+        """Start connecting in paho's thread; the outcome arrives through ``on_connect``."""
         props = None
-        if protocol == paho.MQTTv5:
+        if self._protocol == paho.MQTTv5:
             props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
             props.SessionExpiryInterval = SESSION_EXPIRY_S
-        try:
-            if protocol == paho.MQTTv5:
-                self._client.connect(
-                    self._address.host,
-                    self._address.port,
-                    keepalive=30,
-                    clean_start=False,
-                    properties=props,
-                )
-            else:
-                self._client.connect(self._address.host, self._address.port, keepalive=30)
-        except OSError as exc:
-            raise ConnectionFailedError(
-                f"cannot reach the MQTT broker at {self._address.host}:{self._address.port}: {exc}",
-                hint="is voxwire running? start it with `make run`",
-            ) from exc
+            self._client.connect_async(
+                self._address.host,
+                self._address.port,
+                keepalive=30,
+                clean_start=False,
+                properties=props,
+            )
+        else:
+            self._client.connect_async(self._address.host, self._address.port, keepalive=30)
         self._client.loop_start()
-        if not self._ready.wait(timeout):
-            self._client.loop_stop()
-            raise ConnectionFailedError("the MQTT broker did not answer in time")
+
+    def _handle_connect_fail(self, _client: paho.Client, _userdata: Any) -> None:
+        self._on_connect(
+            ConnectionFailedError(
+                f"cannot reach the MQTT broker at {self._address.host}:{self._address.port}",
+                hint="is voxwire running? start it with `make run`",
+            )
+        )
 
     def _handle_connect(
         self, client: paho.Client, _userdata: Any, _flags: Any, reason: Any, _props: Any
     ) -> None:
-        if reason.is_failure:
-            value = int(reason.value)
-            if value in (0x01, 0x84):  # unacceptable protocol version
-                self._failure = _ProtocolRefused(str(reason))
-            elif value in (0x04, 0x05, 0x86, 0x87, 0x8C):
-                self._failure = AuthenticationError(
-                    f"the MQTT broker refused the credentials ({reason})",
-                    status=401,
-                    code="unauthorized",
-                    hint="check VOXWIRE_API_KEY or rerun `make run`",
-                )
-            else:
-                self._failure = ConnectionFailedError(f"MQTT connection refused: {reason}")
-            client.disconnect()
-            self._ready.set()
+        if not reason.is_failure:
+            client.subscribe(session_filter(self._sid), qos=1)
+            self._on_connect(None)
             return
-        client.subscribe(session_filter(self._sid), qos=1)
-        self._ready.set()
-        self._on_connected()
+        value = int(reason.value)
+        failure: Exception
+        if value in (0x01, 0x84):  # unacceptable protocol version
+            failure = ProtocolRefused(str(reason))
+        elif value in (0x04, 0x05, 0x86, 0x87, 0x8C):
+            failure = AuthenticationError(
+                f"the MQTT broker refused the credentials ({reason})",
+                status=401,
+                code="unauthorized",
+                hint="check VOXWIRE_API_KEY or rerun `make run`",
+            )
+        else:
+            failure = ConnectionFailedError(f"MQTT connection refused: {reason}")
+        client.disconnect()
+        self._on_connect(failure)
 
     def _handle_message(self, _client: paho.Client, _userdata: Any, msg: paho.MQTTMessage) -> None:
         self._on_payload(bytes(msg.payload))
@@ -178,5 +162,7 @@ class SessionSubscription:
         self._client.loop_stop()
 
 
-class _ProtocolRefused(ConnectionFailedError):
+class ProtocolRefused(ConnectionFailedError):
+    """The broker does not speak the protocol version asked for."""
+
     pass

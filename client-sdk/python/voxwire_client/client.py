@@ -20,9 +20,10 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
+from paho.mqtt.enums import MQTTProtocolVersion
 from pydantic import ValidationError
 
-from voxwire_client._mqtt import SessionSubscription
+from voxwire_client._mqtt import ProtocolRefused, SessionSubscription
 from voxwire_client.api import (
     MatchData,
     MessagesPage,
@@ -167,16 +168,8 @@ class AsyncClient:
     async def events(self, sid: str, *, after_seq: int = 0) -> AsyncGenerator[Message]:
         """Yield the session's messages in ``seq`` order, once each, until it ends."""
         validate_sid(sid)
-        loop = asyncio.get_running_loop()
         inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
-        subscription = SessionSubscription(
-            self.config.mqtt_url,
-            self.config.require_key(),
-            sid,
-            on_payload=lambda payload: _post(loop, inbox, payload),
-            on_connected=lambda: _post(loop, inbox, None),
-        )
-        await asyncio.to_thread(subscription.start)
+        subscription = await self._subscribe(sid, inbox)
         self.subscriptions[sid] = subscription
         sequencer = Sequencer(last_seq=after_seq)
         try:
@@ -198,6 +191,42 @@ class AsyncClient:
         finally:
             self.subscriptions.pop(sid, None)
             await asyncio.to_thread(subscription.close)
+
+    async def _subscribe(
+        self, sid: str, inbox: asyncio.Queue[bytes | None], timeout: float = 10.0
+    ) -> SessionSubscription:
+        """Connect (MQTT 5, else 3.1.1) and subscribe. Every later reconnect puts
+        None in ``inbox`` so that the caller catches up from history."""
+        loop = asyncio.get_running_loop()
+        for protocol in (MQTTProtocolVersion.MQTTv5, MQTTProtocolVersion.MQTTv311):
+            first: asyncio.Future[Exception | None] = loop.create_future()
+
+            def on_connect(
+                failure: Exception | None, first: asyncio.Future[Exception | None] = first
+            ) -> None:
+                loop.call_soon_threadsafe(_connected, first, inbox, failure)
+
+            subscription = SessionSubscription(
+                self.config.mqtt_url,
+                self.config.require_key(),
+                sid,
+                protocol,
+                on_payload=lambda payload: _post(loop, inbox, payload),
+                on_connect=on_connect,
+            )
+            subscription.begin()
+            try:
+                failure = await asyncio.wait_for(first, timeout)
+            except TimeoutError:
+                failure = ConnectionFailedError(
+                    "the MQTT broker did not answer in time", hint="is voxwire running?"
+                )
+            if failure is None:
+                return subscription
+            await asyncio.to_thread(subscription.close)
+            if not isinstance(failure, ProtocolRefused):
+                raise failure
+        raise ConnectionFailedError("the MQTT broker refused both MQTT 5 and MQTT 3.1.1")
 
     @staticmethod
     def _offer_payload(sequencer: Sequencer, payload: bytes) -> list[Message]:
@@ -255,6 +284,18 @@ class AsyncClient:
             language=final.language if final else None,
             duration_ms=final.duration_ms if final else 0,
         )
+
+
+def _connected(
+    first: asyncio.Future[Exception | None],
+    inbox: asyncio.Queue[bytes | None],
+    failure: Exception | None,
+) -> None:
+    """On the loop: settle the first connection attempt, or signal a reconnect."""
+    if not first.done():
+        first.set_result(failure)
+    if failure is None:
+        inbox.put_nowait(None)
 
 
 def _post(
