@@ -80,6 +80,7 @@ class MqttConnection:
         session_expiry_s: int = 24 * 3600,
         connect_timeout_s: float = 5.0,
         reconnect_delay_s: tuple[float, float] = (0.2, 10.0),
+        max_inflight: int = 20,
     ) -> None:
         if not client_id:
             raise MqttError("a persistent MQTT session needs a client id")
@@ -95,6 +96,7 @@ class MqttConnection:
         self._session_expiry_s = session_expiry_s
         self._connect_timeout_s = connect_timeout_s
         self._reconnect_delay_s = reconnect_delay_s
+        self._max_inflight = max_inflight
         self._client: paho.Client | None = None
         self._attempt = _Attempt()
         self._lock = threading.Lock()
@@ -148,6 +150,8 @@ class MqttConnection:
         if self._username is not None:
             client.username_pw_set(self._username, self._password)
         client.reconnect_delay_set(*self._reconnect_delay_s)  # type: ignore[arg-type]
+        client.max_inflight_messages_set(self._max_inflight)
+        client.max_queued_messages_set(0)  # unbounded here: callers bound what they have in flight
         client.on_log = _log_paho
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect

@@ -214,9 +214,9 @@ def _info(session: SessionRecord) -> SessionInfo:
 
 
 def _endpoints(settings: Settings, sid: str) -> Endpoints:
-    host = settings.advertised_host
+    mqtt_url, ws_url = settings.broker_urls
     return Endpoints(
-        mqtt_url=f"mqtt://{host}:{settings.mqtt_port}",
-        ws_url=f"ws://{host}:{settings.ws_port}/mqtt",
+        mqtt_url=mqtt_url,
+        ws_url=ws_url,
         topic_filter=session_filter(sid),
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from voxwire.errors import ConfigError
 
@@ -23,7 +23,7 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mode: Literal["embedded"] = "embedded"
+    mode: Literal["embedded", "distributed"] = "embedded"
     host: str = "127.0.0.1"
     public_host: str | None = Field(
         default=None, description="host name printed for clients (default: host)"
@@ -43,9 +43,30 @@ class Settings(BaseModel):
     message_expiry_s: int = Field(default=24 * 3600, ge=1)
     max_prompts: int = Field(default=50, ge=0)
 
+    # distributed mode: the servers (see `scripts/services.sh env`)
+    mqtt_url: str = "mqtt://127.0.0.1:11883"
+    ws_url: str = "ws://127.0.0.1:18083/mqtt"
+    mqtt_username: str = "voxwire-service"
+    mqtt_password: SecretStr = SecretStr("")
+    kafka_bootstrap: str = "127.0.0.1:19092"
+    postgres_dsn: SecretStr = SecretStr("postgresql://voxwire@127.0.0.1:15432/voxwire")
+    redis_url: SecretStr = SecretStr("redis://127.0.0.1:16379/0")
+    opensearch_url: str = "http://127.0.0.1:19200"
+    shared_dir: Path | None = Field(
+        default=None, description="audio shared by gateway and workers (default: data_dir)"
+    )
+
     @property
     def advertised_host(self) -> str:
         return self.public_host or self.host
+
+    @property
+    def broker_urls(self) -> tuple[str, str]:
+        """(MQTT URL, MQTT-over-WebSocket URL) that clients should use."""
+        if self.mode == "distributed":
+            return self.mqtt_url, self.ws_url
+        host = self.advertised_host
+        return f"mqtt://{host}:{self.mqtt_port}", f"ws://{host}:{self.ws_port}/mqtt"
 
     @property
     def db_path(self) -> Path:
@@ -53,7 +74,7 @@ class Settings(BaseModel):
 
     @property
     def blob_dir(self) -> Path:
-        return self.data_dir / "audio"
+        return (self.shared_dir or self.data_dir) / "audio"
 
 
 def config_file() -> Path:

@@ -24,6 +24,11 @@ class Subscription(Protocol):
         """Wait for the next record of the topic for this group."""
         ...
 
+    async def next_batch(self, max_records: int) -> list[Record]:
+        """Wait for at least one record; return it with those already waiting
+        behind it, up to ``max_records``, in order."""
+        ...
+
     async def commit(self, record: Record) -> None:
         """Mark ``record`` done: it will not be delivered to the group again."""
         ...

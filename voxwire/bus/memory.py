@@ -34,6 +34,12 @@ class MemorySubscription:
             raise BusError("subscription is closed")
         return await self._queue.get()
 
+    async def next_batch(self, max_records: int) -> list[Record]:
+        batch = [await self.next()]
+        while len(batch) < max_records and not self._queue.empty():
+            batch.append(self._queue.get_nowait())
+        return batch
+
     async def commit(self, record: Record) -> None:
         self.committed = max(self.committed, record.offset)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +21,13 @@ from voxwire_client.messages import (
     ProgressMessage,
     SegmentMessage,
 )
+
+
+def _highlight(html_text: str) -> str:
+    """The gateway's HTML highlight (``<em>`` around the match) as rich markup."""
+    parts = re.split(r"(</?em>)", html_text)
+    style = {"<em>": "[bold yellow]", "</em>": "[/]"}
+    return "".join(style.get(p) or escape(html.unescape(p)) for p in parts)
 
 
 def _clock(ms: int) -> str:
@@ -100,9 +109,7 @@ async def _run(
                 f"[cyan]\\[{_clock(seg.start_ms)} → {_clock(seg.end_ms)}][/] {escape(seg.text)}"
             )
         elif isinstance(message, MatchMessage):
-            highlight = (
-                escape(message.highlight).replace("<em>", "[bold yellow]").replace("</em>", "[/]")
-            )
+            highlight = _highlight(message.highlight)
             out.print(
                 f"[magenta]match[/] {message.prompt!r} at {_clock(message.start_ms)} "
                 f"(score {message.score:.2f}): {highlight}"

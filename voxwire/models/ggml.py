@@ -97,7 +97,6 @@ FTYPE_WEIGHT_TYPE: dict[int, GgmlType] = {
 }
 
 FTYPE_F16 = 1
-FTYPE_Q8_0 = 7
 
 
 def file_ftype(weight_type: GgmlType) -> int:
@@ -353,6 +352,8 @@ def _read_tensor(cur: _Cursor) -> TensorInfo:
         raise _corrupt(cur.path, f"bad tensor name or type {type_id} at offset {cur.pos}") from None
     if any(not 0 < d <= _MAX_DIM for d in shape):
         raise _corrupt(cur.path, f"tensor {name!r} has shape {shape}")
+    if shape[-1] % TYPE_LAYOUT[ggml_type][0]:
+        raise _corrupt(cur.path, f"tensor {name!r} rows do not fill whole {ggml_type.name} blocks")
     offset = cur.pos
     nbytes = tensor_nbytes(ggml_type, shape)
     cur.skip(nbytes, f"the data of tensor {name!r}")

@@ -195,25 +195,32 @@ class SqliteStore:
     # -- messages -------------------------------------------------------------
 
     async def record_message(self, message: Message) -> bool:
+        return await self.record_messages([message]) == 1
+
+    async def record_messages(self, messages: list[Message]) -> int:
+        """Store a batch in one transaction; returns how many were new."""
+        new = 0
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                inserted = db.execute(
-                    "INSERT OR IGNORE INTO messages VALUES (?, ?, ?)",
-                    (message.sid, message.seq, encode_message(message).decode()),
-                ).rowcount
-                if inserted:
-                    db.execute(
-                        "UPDATE sessions SET last_seq = MAX(last_seq, ?) WHERE sid = ?",
-                        (message.seq, message.sid),
-                    )
-                    _apply(db, message)
+                for message in messages:
+                    inserted = db.execute(
+                        "INSERT OR IGNORE INTO messages VALUES (?, ?, ?)",
+                        (message.sid, message.seq, encode_message(message).decode()),
+                    ).rowcount
+                    if inserted:
+                        db.execute(
+                            "UPDATE sessions SET last_seq = MAX(last_seq, ?) WHERE sid = ?",
+                            (message.seq, message.sid),
+                        )
+                        _apply(db, message)
+                        new += 1
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return inserted > 0
+        return new
 
     async def messages_after(self, sid: str, after: int, limit: int = 1000) -> list[Message]:
         rows = self._all(
