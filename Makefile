@@ -6,13 +6,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := voxwire broker bridge workers gateway
 
-.PHONY: run test lint typecheck pytest bench contract models clean help
+.PHONY: run test lint typecheck pytest bench contract models clean help services services-stop run-distributed
 
 help:
 	@echo "make run     start voxwire (embedded: broker, workers, gateway) in the foreground"
 	@echo "make test    lint, type-check and run the whole test suite"
 	@echo "make bench   print throughput figures (raw engine vs full pipeline)"
 	@echo "make contract  regenerate the AsyncAPI document and JSON Schemas"
+	@echo "make services  start Mosquitto, Kafka, PostgreSQL, Redis, OpenSearch (loopback)"
+	@echo "make services-stop  stop them"
+	@echo "make run-distributed  gateway, worker and bridge on those services"
 
 $(STAMP): pyproject.toml client-sdk/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +25,15 @@ $(STAMP): pyproject.toml client-sdk/python/pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/voxwire up
+
+services:
+	scripts/services.sh start
+
+services-stop:
+	scripts/services.sh stop
+
+run-distributed: $(STAMP) services
+	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/voxwire up --distributed
 
 models: $(STAMP)
 	$(BIN)/voxwire models install
@@ -38,7 +50,7 @@ typecheck: $(STAMP)
 	@for p in broker bridge workers gateway; do ln -s "$$PWD/$$p" build/typecheck/voxwire/$$p; done
 	MYPYPATH=build/typecheck:client-sdk/python $(BIN)/mypy -p voxwire -p voxwire_client
 
-pytest: $(STAMP)
+pytest: $(STAMP) services
 	$(BIN)/voxwire models install
 	$(BIN)/pytest -q
 

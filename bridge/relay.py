@@ -45,9 +45,9 @@ class MessageSink(Protocol):
 
 
 class MessageObserver(Protocol):
-    """Told about every relayed message after it was stored (hot state)."""
+    """Told about every relayed batch after it was stored (hot state)."""
 
-    async def apply(self, message: Message) -> None: ...
+    async def apply_many(self, messages: list[Message]) -> None: ...
 
 
 class ResultRelay:
@@ -98,8 +98,7 @@ class ResultRelay:
             return
         await self._store.record_messages(messages)
         for observer in self._observers:
-            for message in messages:
-                await observer.apply(message)
+            await observer.apply_many(messages)
         await asyncio.gather(
             *(
                 self._publisher.publish_async(

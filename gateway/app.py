@@ -5,7 +5,7 @@ or ``X-API-Key: <key>``. Errors are JSON bodies of :class:`ErrorBody`.
 """
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, JSONResponse
 
 import voxwire
 from voxwire.blobs import LocalBlobStore
+from voxwire.broker.dynsec import AccessControl, NoAccessSync
 from voxwire.bus import Bus
 from voxwire.config import Settings
 from voxwire.errors import (
@@ -55,6 +56,7 @@ class GatewayContext:
     bus: Bus
     blobs: LocalBlobStore
     workers: int
+    access: AccessControl = field(default_factory=NoAccessSync)
 
 
 def _status_for(exc: VoxwireError) -> int:
@@ -71,7 +73,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         description="Upload audio, follow sessions, fetch transcripts. Results are delivered "
         "over MQTT on transcription/<sid>/result|progress|match.",
     )
-    uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs)
+    uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
     settings = ctx.settings
 
     @app.exception_handler(VoxwireError)

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from voxwire.audio import DecodedAudio, decode
 from voxwire.blobs import LocalBlobStore
+from voxwire.broker.dynsec import AccessControl, NoAccessSync
 from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus
 from voxwire.config import Settings
 from voxwire.errors import AudioError, VoxwireError
@@ -86,8 +87,16 @@ def safe_extension(filename: str | None) -> str:
 
 
 class UploadService:
-    def __init__(self, settings: Settings, store: Store, bus: Bus, blobs: LocalBlobStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        bus: Bus,
+        blobs: LocalBlobStore,
+        access: AccessControl | None = None,
+    ) -> None:
         self._settings = settings
+        self._access = access or NoAccessSync()
         self._store = store
         self._bus = bus
         self._blobs = blobs
@@ -118,6 +127,7 @@ class UploadService:
             prompts=prompts,
         )
         await self._store.create_session(session)
+        await self._access.grant_session(tenant.id, sid)
         try:
             decoded = await asyncio.to_thread(
                 decode, upload.data, max_seconds=self._settings.max_audio_s, name=upload.filename

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.distributed import DistributedPlatform
 from tests.helpers import PlatformThread
 from voxwire.config import Settings
 
@@ -36,10 +37,18 @@ def model_path() -> Path:
     return registry.resolve("tiny.en")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", params=["embedded", "distributed"])
 def platform(
-    tmp_path_factory: pytest.TempPathFactory, model_path: Path
-) -> Iterator[PlatformThread]:
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_path: Path
+) -> Iterator[PlatformThread | DistributedPlatform]:
+    """The whole platform, in each mode: the end-to-end suite runs against both."""
+    if request.param == "distributed":
+        distributed = DistributedPlatform(
+            tmp_path_factory.mktemp("distributed"), max_audio_s="90", max_upload_mb="8"
+        ).start()
+        yield distributed
+        distributed.stop()
+        return
     settings = Settings(
         http_port=0,
         mqtt_port=0,

@@ -18,6 +18,7 @@ from whisper_normalizer.english import EnglishTextNormalizer
 
 from voxwire.config import Settings
 from voxwire.embedded import EmbeddedPlatform
+from voxwire_client._mqtt import mqtt_username
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 if not EVAL_DIR.exists():
@@ -89,6 +90,10 @@ class PlatformThread:
     def mqtt_url(self) -> str:
         return f"mqtt://127.0.0.1:{self.settings.mqtt_port}"
 
+    @property
+    def mqtt_port(self) -> int:
+        return self.settings.mqtt_port
+
     def new_tenant_key(self, name: str) -> str:
         from voxwire.auth import generate_key
 
@@ -114,7 +119,7 @@ class Listener:
 
     port: int
     password: str | None
-    username: str | None = "apikey"
+    username: str | None = ""
     client_id: str = "test-listener"
     messages: list[Received] = field(default_factory=list)
     granted: list[int] = field(default_factory=list)
@@ -128,7 +133,8 @@ class Listener:
             CallbackAPIVersion.VERSION2, client_id=self.client_id, protocol=paho.MQTTv311
         )
         if self.username is not None:
-            self.client.username_pw_set(self.username, self.password)
+            username = self.username or mqtt_username(self.password or "")
+            self.client.username_pw_set(username, self.password)
         self.client.on_connect = self._on_connect
         self.client.on_message = self._on_message
         self.client.on_subscribe = self._on_subscribe

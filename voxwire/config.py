@@ -52,6 +52,11 @@ class Settings(BaseModel):
     postgres_dsn: SecretStr = SecretStr("postgresql://voxwire@127.0.0.1:15432/voxwire")
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:16379/0")
     opensearch_url: str = "http://127.0.0.1:19200"
+    namespace: str = Field(
+        default="",
+        pattern=r"^[a-z0-9_]{0,32}$",
+        description="prefix of Kafka topics/groups and PostgreSQL schema, to share servers",
+    )
     shared_dir: Path | None = Field(
         default=None, description="audio shared by gateway and workers (default: data_dir)"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -82,8 +83,10 @@ class FileWorker:
     async def _handle(
         self, record: Record, engine: Engine, commit: Callable[[Record], object]
     ) -> None:
+        started = time.perf_counter()
         try:
             await self._process(record, engine)
+            log.info("job %s done in %.2f s", record.key, time.perf_counter() - started)
             result = commit(record)
             if asyncio.iscoroutine(result):
                 await result

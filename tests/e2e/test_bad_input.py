@@ -57,7 +57,7 @@ def test_bad_audio_is_refused_and_published(
     if code:
         assert body["code"] == code
     sid = body["sid"]
-    listener = Listener(platform.settings.mqtt_port, platform.api_key, client_id=f"bad-{sid}")
+    listener = Listener(platform.mqtt_port, platform.api_key, client_id=f"bad-{sid}")
     listener.connect()
     listener.subscribe(session_filter(sid))
     got = listener.wait_for(lambda g: any(json.loads(m.payload)["type"] == "error" for m in g), 20)

@@ -50,7 +50,7 @@ def test_eval_corpus_over_mqtt(platform: PlatformThread) -> None:
         response = _upload(platform, str(item.path))
         assert response.status_code == 201, response.text
         sid = response.json()["sid"]
-        listener = Listener(platform.settings.mqtt_port, platform.api_key, client_id=f"eval-{i}")
+        listener = Listener(platform.mqtt_port, platform.api_key, client_id=f"eval-{i}")
         assert listener.connect() == 0
         assert listener.subscribe(session_filter(sid)) == [1]
         got = listener.wait_for(_terminal)
@@ -77,7 +77,7 @@ def test_progress_is_published_while_transcribing(platform: PlatformThread) -> N
     """A long file reports intermediate progress, not only 0 and 100."""
     response = _upload(platform, str(EVAL_DIR / "audio" / "mfa_acoustic_corpus.wav"))
     sid = response.json()["sid"]
-    listener = Listener(platform.settings.mqtt_port, platform.api_key, client_id="progress")
+    listener = Listener(platform.mqtt_port, platform.api_key, client_id="progress")
     listener.connect()
     listener.subscribe(session_filter(sid))
     got = listener.wait_for(_terminal)

@@ -11,10 +11,14 @@ RESULTS_TOPIC = "transcription.results"
 
 @dataclass(frozen=True, slots=True)
 class Record:
+    """One record of a topic. ``offset`` counts within ``partition`` (the
+    in-process bus has one partition per topic, 0)."""
+
     topic: str
     key: str
     value: bytes
     offset: int
+    partition: int = 0
 
 
 class Subscription(Protocol):

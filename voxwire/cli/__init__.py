@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from voxwire.cli import contract_cmd, keys, models, transcribe, up
+from voxwire.cli import contract_cmd, keys, models, roles, transcribe, up
 
 app = typer.Typer(
     name="voxwire",
@@ -19,6 +19,10 @@ app.command("transcribe")(transcribe.transcribe)
 app.command("contract")(contract_cmd.contract)
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")
+app.command("gateway")(roles.gateway)
+app.command("worker")(roles.worker)
+app.command("bridge")(roles.bridge)
+app.add_typer(roles.kafka_app, name="kafka")
 
 
 def main() -> None:

@@ -15,7 +15,6 @@ from rich.panel import Panel
 from voxwire.cli.common import console, fail
 from voxwire.cli.models import install_with_progress
 from voxwire.config import Settings, load_settings
-from voxwire.embedded import EmbeddedPlatform
 from voxwire.errors import VoxwireError
 from voxwire.models import registry
 from voxwire_client.config import ClientConfig, config_path, load_config, save_config
@@ -37,6 +36,12 @@ def up(
     workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="where sessions and audio are kept")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log more")] = False,
+    distributed: Annotated[
+        bool,
+        typer.Option(
+            "--distributed", help="run gateway, worker and bridge against `make services`"
+        ),
+    ] = False,
 ) -> None:
     """Start voxwire embedded: MQTT broker, job bus, workers, SQLite store and HTTP gateway."""
     logging.basicConfig(
@@ -54,6 +59,11 @@ def up(
             data_dir=data_dir,
         )
         model_path = _model(settings.model)
+        if distributed:
+            from voxwire.cli.up_distributed import serve_distributed
+
+            serve_distributed(settings.model_copy(update={"mode": "distributed"}))
+            return
         asyncio.run(_serve(settings, model_path))
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
@@ -66,6 +76,8 @@ def _model(name: str) -> Path:
 
 
 async def _serve(settings: Settings, model_path: Path) -> None:
+    from voxwire.embedded import EmbeddedPlatform  # the heavy imports, only when serving
+
     platform = EmbeddedPlatform(settings, model_path=model_path)
     bootstrap = await platform.ensure_key()
     with console.status("starting voxwire…"):

@@ -54,6 +54,13 @@ def parse_broker_url(url: str) -> BrokerAddress:
     )
 
 
+def mqtt_username(api_key: str) -> str:
+    """The key's id (``vxk_<id>_<secret>``): brokers that keep their own user
+    list (Mosquitto's dynamic security) know each key by it."""
+    parts = api_key.split("_", 2)
+    return parts[1] if len(parts) == 3 and parts[0] == "vxk" else "apikey"
+
+
 def stable_client_id(api_key: str, sid: str) -> str:
     """Same key and session -> same client id, so the broker resumes the session."""
     digest = hashlib.sha256(api_key.encode()).hexdigest()[:10]
@@ -93,7 +100,7 @@ class SessionSubscription:
             client.ws_set_options(path=address.path)
         if address.tls:
             client.tls_set(cert_reqs=ssl.CERT_REQUIRED)
-        client.username_pw_set("apikey", api_key)
+        client.username_pw_set(mqtt_username(api_key), api_key)
         client.reconnect_delay_set(1, 5)
         client.on_connect = self._handle_connect
         client.on_connect_fail = self._handle_connect_fail

@@ -1,0 +1,231 @@
+"""Bridge delivery: the MQTT ceiling, then Kafka -> bridge -> Mosquitto -> subscriber.
+
+Both in one run against the servers of `make services`, with the same ~1 KB
+QoS 1 payloads:
+
+1. ceiling: a paho publisher -> Mosquitto -> a paho subscriber, as fast as it
+   goes (throughput) and paced at a fixed rate (latency percentiles);
+2. bridge: records produced to Kafka's results topic, relayed by the bridge's
+   ResultRelay (store in PostgreSQL, publish to Mosquitto) to a subscriber.
+
+    set -a; eval "$(scripts/services.sh env)"; set +a
+    .venv/bin/python benchmarks/bench_bridge.py [--count 20000] [--rate 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+
+from voxwire.bridge.relay import ResultRelay
+from voxwire.broker.mqtt import MqttConnection
+from voxwire.bus import RESULTS_TOPIC
+from voxwire.bus.kafka import KafkaBus
+from voxwire.bus.namespaced import NamespacedBus
+from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
+from voxwire.config import load_settings
+from voxwire.distributed import broker_address
+from voxwire.store.postgres import PostgresStore
+from voxwire_client.messages import MatchMessage, encode_message
+
+
+@dataclass
+class Receiver:
+    """A paho subscriber that notes when each message arrived."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    topic: str
+    arrivals: dict[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ready = threading.Event()
+        self.client = paho.Client(
+            CallbackAPIVersion.VERSION2, client_id="bench-rx-" + secrets.token_hex(3)
+        )
+        self.client.username_pw_set(self.user, self.password)
+        self.client.max_inflight_messages_set(1000)
+        self.client.on_connect = lambda c, *_: c.subscribe(self.topic, qos=1)
+        self.client.on_subscribe = lambda *_: self.ready.set()
+        self.client.on_message = self._on_message
+
+    def _on_message(self, _c: Any, _u: Any, msg: paho.MQTTMessage) -> None:
+        body = json.loads(msg.payload)
+        self.arrivals[int(body["seq"])] = time.time()
+
+    def start(self) -> None:
+        self.client.connect(self.host, self.port)
+        self.client.loop_start()
+        self.ready.wait(10)
+
+    def wait(self, count: int, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.arrivals) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def message(sid: str, seq: int) -> bytes:
+    return encode_message(
+        MatchMessage(
+            sid=sid,
+            seq=seq,
+            prompt_id="p1",
+            prompt="bench",
+            score=1.0,
+            start_ms=0,
+            end_ms=1,
+            text="x" * 700,
+            highlight="<em>x</em>",
+            segment_ids=("s",),
+        )
+    )
+
+
+def percentiles(latencies: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(latencies, n=100)
+    return q[49] * 1000, q[98] * 1000
+
+
+def ceiling(host: str, port: int, user: str, pw: str, count: int, rate: float) -> dict[str, float]:
+    sid = "bench" + secrets.token_hex(3)
+    rx = Receiver(host, port, user, pw, f"transcription/{sid}/+")
+    rx.start()
+    tx = MqttConnection(
+        host,
+        port,
+        client_id="bench-tx-" + secrets.token_hex(3),
+        username=user,
+        password=pw,
+        max_inflight=1000,
+        session_expiry_s=60,
+    )
+    tx.connect()
+    topic = f"transcription/{sid}/match"
+    start = time.time()
+    futures = [tx.publish(topic, message(sid, i + 1), retain=False) for i in range(count)]
+    rx.wait(count)
+    elapsed = max(rx.arrivals.values()) - start
+    for f in futures:
+        f.result(30)
+    throughput = len(rx.arrivals) / elapsed
+    # paced run for latency
+    rx.arrivals.clear()
+    sent: dict[int, float] = {}
+    paced = min(count, int(rate * 5))
+    for i in range(paced):
+        sent[i + 1] = time.time()
+        tx.publish(topic, message(sid, i + 1), retain=False)
+        time.sleep(max(0.0, (i + 1) / rate - (time.time() - sent[1])))
+    rx.wait(paced)
+    latencies = [rx.arrivals[s] - t for s, t in sent.items() if s in rx.arrivals]
+    p50, p99 = percentiles(latencies)
+    tx.close()
+    rx.stop()
+    return {
+        "msgs_per_s": throughput,
+        "lost": count - len(futures) + (paced - len(latencies)),
+        "p50_ms": p50,
+        "p99_ms": p99,
+    }
+
+
+async def bridge(settings: Any, count: int, rate: float) -> dict[str, float]:
+    namespace = "bench" + secrets.token_hex(3)
+    kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=namespace)
+    host, port = broker_address(settings)
+    pw = settings.mqtt_password.get_secret_value()
+    store = await PostgresStore.open(settings.postgres_dsn.get_secret_value(), schema=namespace)
+    bus = NamespacedBus(KafkaBus(settings.kafka_bootstrap, client_id="bench"), f"{namespace}.")
+    publisher = MqttConnection(
+        host,
+        port,
+        client_id="bench-relay-" + namespace,
+        username=settings.mqtt_username,
+        password=pw,
+        max_inflight=1000,
+        session_expiry_s=60,
+    )
+    await asyncio.to_thread(publisher.connect)
+    relay = ResultRelay(bus, store, publisher, expiry_s=3600)
+    sid = "bench" + secrets.token_hex(3)
+    rx = Receiver(host, port, settings.mqtt_username, pw, f"transcription/{sid}/+")
+    rx.start()
+    task = asyncio.create_task(relay.run())
+    # throughput: a backlog of `count` records, then the relay drains it
+    await asyncio.gather(
+        *(bus.produce(RESULTS_TOPIC, sid, message(sid, i + 1)) for i in range(count))
+    )
+    start = time.time()
+    await asyncio.to_thread(rx.wait, count)
+    throughput = len(rx.arrivals) / (max(rx.arrivals.values()) - start)
+    lost = count - len(rx.arrivals)
+    # latency at a paced rate
+    rx.arrivals.clear()
+    sent: dict[int, float] = {}
+    paced = min(count, int(rate * 5))
+    t0 = time.time()
+    producing = []
+    for i in range(paced):
+        seq = count + i + 1
+        sent[seq] = time.time()
+        producing.append(asyncio.ensure_future(bus.produce(RESULTS_TOPIC, sid, message(sid, seq))))
+        await asyncio.sleep(max(0.0, (i + 1) / rate - (time.time() - t0)))
+    await asyncio.gather(*producing)
+    await asyncio.to_thread(rx.wait, paced)
+    latencies = [rx.arrivals[s] - t for s, t in sent.items() if s in rx.arrivals]
+    p50, p99 = percentiles(latencies)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    rx.stop()
+    await asyncio.to_thread(publisher.close)
+    await bus.close()
+    await store.close()
+    return {
+        "msgs_per_s": throughput,
+        "lost": lost + paced - len(latencies),
+        "p50_ms": p50,
+        "p99_ms": p99,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument("--rate", type=float, default=2000, help="paced rate for latency")
+    args = parser.parse_args()
+    settings = load_settings(mode="distributed")
+    host, port = broker_address(settings)
+    pw = settings.mqtt_password.get_secret_value()
+    base = ceiling(host, port, settings.mqtt_username, pw, args.count, args.rate)
+    relayed = asyncio.run(bridge(settings, args.count, args.rate))
+    print(f"{args.count} QoS 1 messages of ~1 KB; latency paced at {args.rate:.0f} msg/s")
+    print(f"{'':<28}{'msg/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'lost':>8}")
+    for name, row in (("paho -> Mosquitto -> paho", base), ("Kafka -> bridge -> sub", relayed)):
+        print(
+            f"{name:<28}{row['msgs_per_s']:>10.0f}{row['p50_ms']:>10.2f}{row['p99_ms']:>10.2f}"
+            f"{row['lost']:>8.0f}"
+        )
+    print(
+        f"bridge / ceiling throughput: {relayed['msgs_per_s'] / base['msgs_per_s']:.2f} "
+        f"(target >= 0.8); added p99: {relayed['p99_ms'] - base['p99_ms']:.2f} ms (target <= 5)"
+    )
+
+
+if __name__ == "__main__":
+    main()

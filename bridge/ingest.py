@@ -1,0 +1,165 @@
+"""MQTT -> Kafka: what clients publish goes onto the bus, acknowledged only
+after the bus has accepted it.
+
+The bridge subscribes with a shared subscription (``$share/<group>/...``) on a
+persistent session, so several bridge processes split the load and the broker
+keeps messages while none is connected. paho runs with manual acks: the PUBACK
+for a client's message is sent only once Kafka confirmed the record, so while
+Kafka is down clients keep their messages (their in-flight window fills and
+they stop sending) instead of losing them.
+
+Client topics (per session, QoS 1) and where they go:
+
+    audio/<sid>/chunk      -> transcription.audio     (key = sid)
+    audio/<sid>/control    -> transcription.audio     (key = sid, same partition,
+                                                       so control and audio stay ordered)
+
+Each bus record carries the MQTT topic and payload unchanged (a small JSON
+envelope); topic access is enforced by the broker before anything gets here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from voxwire.bus import Bus
+from voxwire.errors import BusError
+from voxwire_client.errors import InvalidSessionIdError
+from voxwire_client.topics import validate_sid
+
+log = logging.getLogger(__name__)
+
+AUDIO_TOPIC = "transcription.audio"
+INGEST_FILTERS = ("audio/+/chunk", "audio/+/control")
+SHARE_GROUP = "voxwire-bridge"
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """One message a client published, as paho delivered it."""
+
+    mid: int
+    qos: int
+    topic: str
+    payload: bytes
+
+
+def route(topic: str) -> tuple[str, str] | None:
+    """(bus topic, key) for a client topic, or None when it is not ours."""
+    parts = topic.split("/")
+    if len(parts) != 3 or parts[0] != "audio" or parts[2] not in ("chunk", "control"):
+        return None
+    try:
+        return AUDIO_TOPIC, validate_sid(parts[1])
+    except InvalidSessionIdError:
+        return None
+
+
+def envelope(message: Inbound) -> bytes:
+    """The bus record: the MQTT topic and the payload, base64 for binary chunks."""
+    return json.dumps(
+        {"topic": message.topic, "payload": base64.b64encode(message.payload).decode()}
+    ).encode()
+
+
+class MqttIngest:
+    """Moves client messages from the broker onto the bus with manual acks."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        host: str,
+        port: int,
+        *,
+        client_id: str,
+        username: str,
+        password: str,
+        max_in_flight: int = 1000,
+        make_client: Callable[..., paho.Client] = paho.Client,
+    ) -> None:
+        self._bus = bus
+        self._host, self._port = host, port
+        self._limit = asyncio.Semaphore(max_in_flight)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connected = threading.Event()
+        self.forwarded = 0
+        self.dropped = 0
+        client = make_client(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=paho.MQTTv5,
+            manual_ack=True,
+        )
+        client.username_pw_set(username, password)
+        client.max_inflight_messages_set(max_in_flight)
+        client.reconnect_delay_set(1, 10)
+        client.on_connect = self._on_connect
+        client.on_message = self._on_message
+        self._client = client
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
+        if reason.is_failure:
+            log.error("bridge ingest: MQTT connection refused: %s", reason)
+            return
+        for topic_filter in INGEST_FILTERS:
+            client.subscribe(f"$share/{SHARE_GROUP}/{topic_filter}", qos=1)
+        self._connected.set()
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        inbound = Inbound(msg.mid, msg.qos, msg.topic, bytes(msg.payload))
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._forward(inbound), self._loop)
+
+    async def _forward(self, message: Inbound) -> None:
+        async with self._limit:
+            target = route(message.topic)
+            if target is None:
+                self.dropped += 1
+                log.warning(
+                    "bridge ingest: no route for topic %r; acknowledged and dropped", message.topic
+                )
+                self._ack(message)
+                return
+            topic, key = target
+            delay = 0.5
+            while True:
+                try:
+                    await self._bus.produce(topic, key, envelope(message))
+                    break
+                except BusError as exc:  # Kafka unavailable: hold the client's message
+                    log.warning("bridge ingest: bus refused %s (%s); retrying", message.topic, exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+            self._ack(message)
+            self.forwarded += 1
+
+    def _ack(self, message: Inbound) -> None:
+        if message.qos > 0:
+            self._client.ack(message.mid, message.qos)
+
+    async def run(self) -> None:
+        """Connect and forward until cancelled."""
+        self._loop = asyncio.get_running_loop()
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        props.SessionExpiryInterval = 24 * 3600
+        self._client.connect_async(
+            self._host, self._port, keepalive=30, clean_start=False, properties=props
+        )
+        self._client.loop_start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._client.disconnect()
+            self._client.loop_stop()

@@ -1,0 +1,176 @@
+"""The distributed platform for tests: gateway, workers and bridge as real
+processes against the servers of `scripts/services.sh` (Mosquitto, Kafka,
+PostgreSQL, Redis), isolated from other runs by a namespace (Kafka topic and
+group prefix, PostgreSQL schema, Redis prefix)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from voxwire.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVICES = ROOT / "scripts" / "services.sh"
+
+
+def services_env() -> dict[str, str]:
+    """The servers' settings, or a failure (in CI) / skip (elsewhere) when they are down."""
+    status = subprocess.run(
+        [str(SERVICES), "status", "mosquitto", "kafka", "postgres", "redis"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if status.returncode != 0:
+        message = f"distributed services are not running (run `make services`):\n{status.stderr}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    out = subprocess.run([str(SERVICES), "env"], capture_output=True, text=True, check=True)
+    env = {}
+    for line in out.stdout.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.startswith("VOXWIRE_"):
+            env[name] = value
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DistributedPlatform:
+    """Processes: bridge, N workers, gateway; logs under ``log_dir``."""
+
+    def __init__(self, tmp: Path, *, workers: int = 1, **settings: str) -> None:
+        self.namespace = "t" + secrets.token_hex(4)
+        self.env = {
+            **os.environ,
+            **services_env(),
+            "VOXWIRE_NAMESPACE": self.namespace,
+            "VOXWIRE_HTTP_PORT": str(_free_port()),
+            "VOXWIRE_SHARED_DIR": str(tmp / "shared"),
+            "VOXWIRE_DATA_DIR": str(tmp / "data"),
+            "VOXWIRE_CONFIG": str(tmp / "server.toml"),
+            **{f"VOXWIRE_{k.upper()}": v for k, v in settings.items()},
+        }
+        self.log_dir = tmp / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.worker_count = workers
+        self.api_key = ""
+
+    # -- settings as the tests see them -----------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        from voxwire.config import load_settings
+
+        saved = dict(os.environ)
+        try:
+            os.environ.update(self.env)
+            return load_settings(mode="distributed")
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.env['VOXWIRE_HTTP_PORT']}"
+
+    @property
+    def mqtt_url(self) -> str:
+        return self.env["VOXWIRE_MQTT_URL"]
+
+    @property
+    def mqtt_port(self) -> int:
+        return urlsplit(self.mqtt_url).port or 1883
+
+    # -- processes ----------------------------------------------------------------------
+
+    def start(self) -> DistributedPlatform:
+        from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
+
+        settings = self.settings
+        kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=self.namespace)
+        self.api_key = self.new_tenant_key("default")
+        self.spawn("bridge")
+        for i in range(self.worker_count):
+            self.spawn(f"worker-{i}")
+        self.spawn("gateway")
+        self.wait_ready()
+        return self
+
+    def spawn(self, name: str) -> subprocess.Popen[bytes]:
+        role = name.split("-")[0]
+        log = (self.log_dir / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "voxwire.cli", role],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.processes[name] = process
+        return process
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise AssertionError(f"{name} exited:\n{self.log(name)}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"gateway not ready:\n{self.log('gateway')}")
+
+    def log(self, name: str) -> str:
+        return (self.log_dir / f"{name}.log").read_text(errors="replace")[-4000:]
+
+    def kill(self, name: str) -> None:
+        """SIGKILL: no goodbye to Kafka or the broker."""
+        process = self.processes[name]
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+    def restart(self, name: str) -> None:
+        self.stop_process(name)
+        self.spawn(name)
+
+    def stop_process(self, name: str) -> None:
+        process = self.processes.pop(name)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+
+    def stop(self) -> None:
+        for name in list(self.processes):
+            self.stop_process(name)
+
+    def new_tenant_key(self, name: str) -> str:
+        from voxwire.distributed import create_key
+
+        _, key = asyncio.run(create_key(self.settings, name, "test"))
+        return key.plaintext

@@ -1,0 +1,71 @@
+"""The command line as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import EVAL_DIR, PlatformThread
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _voxwire(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "voxwire.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_help_lists_the_commands() -> None:
+    result = _voxwire("--help")
+    assert result.returncode == 0
+    for command in ("up", "transcribe", "models", "keys", "contract"):
+        assert command in result.stdout
+
+
+def test_transcribe_prints_segments_matches_and_transcript(platform: PlatformThread) -> None:
+    env = {
+        "VOXWIRE_URL": platform.url,
+        "VOXWIRE_API_KEY": platform.api_key,
+        "VOXWIRE_MQTT_URL": platform.mqtt_url,
+        "COLUMNS": "200",
+    }
+    result = _voxwire(
+        "transcribe", str(EVAL_DIR / "audio" / "whisper_jfk.flac"), "--prompt", "ask not", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert "match 'ask not'" in result.stdout
+    assert "ask what you can do for your country" in result.stdout.lower()
+    as_json = _voxwire(
+        "transcribe", str(EVAL_DIR / "audio" / "whisper_jfk.flac"), "--json", env=env
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    body = json.loads(as_json.stdout)
+    assert body["segments"] and "country" in body["text"]
+
+
+def test_transcribe_without_a_platform_says_what_to_do(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    env = {
+        "VOXWIRE_URL": "http://127.0.0.1:9",
+        "VOXWIRE_API_KEY": "vxk_00000000_x",
+        "VOXWIRE_CONFIG_DIR": str(tmp_path),
+    }
+    result = _voxwire("transcribe", str(EVAL_DIR / "audio" / "whisper_jfk.flac"), env=env)
+    assert result.returncode == 1
+    assert "cannot reach the gateway" in result.stderr
+    assert "make run" in result.stderr
+
+
+def test_transcribe_refuses_a_missing_file() -> None:
+    result = _voxwire("transcribe", "/nonexistent/file.wav")
+    assert result.returncode == 2
+    assert "does not exist" in result.stderr.lower() or "not exist" in result.stderr.lower()

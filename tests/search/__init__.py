@@ -1,0 +1,1 @@
+"""Search index tests (OpenSearch against a real server)."""

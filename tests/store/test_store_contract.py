@@ -1,0 +1,252 @@
+"""The Store contract, run against every implementation (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.store import fresh_schema, pg_query, postgres_store
+from voxwire.auth import generate_key
+from voxwire.store import SessionRecord, SqliteStore, Store
+from voxwire_client.api import PromptSpec
+from voxwire_client.messages import (
+    ErrorMessage,
+    MatchMessage,
+    Message,
+    ProgressMessage,
+    SegmentData,
+    SegmentMessage,
+    SessionStatus,
+    TranscriptMessage,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@dataclass
+class Backend:
+    """A store under test, with a way to read back everything it wrote, raw."""
+
+    store: Store
+    raw: Callable[[], Awaitable[bytes]]
+    owner: Callable[[str], Awaitable[str | None]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param == "sqlite":
+        path = tmp_path / "db.sqlite3"
+        sqlite = SqliteStore(path)
+
+        async def sqlite_raw() -> bytes:
+            return b"".join(p.read_bytes() for p in tmp_path.glob("db.sqlite3*"))
+
+        async def sqlite_owner(sid: str) -> str | None:
+            return sqlite.session_owner(sid)
+
+        yield Backend(sqlite, sqlite_raw, sqlite_owner)
+        await sqlite.close()
+        return
+    schema = fresh_schema()
+    async with postgres_store(schema) as pg:
+
+        async def pg_raw() -> bytes:
+            rows: list[tuple[Any, ...]] = []
+            for table in ("tenants", "api_keys", "sessions", "messages", "transcripts"):
+                rows += await pg_query(schema, f"SELECT t::text FROM {table} t")
+            return "\n".join(str(r[0]) for r in rows).encode()
+
+        yield Backend(pg, pg_raw, pg.session_owner)
+
+
+async def _session(
+    store: Store,
+    sid: str,
+    tenant_id: str,
+    *,
+    filename: str | None = None,
+    duration_ms: int = 0,
+    prompts: tuple[PromptSpec, ...] = (),
+) -> SessionRecord:
+    session = SessionRecord(
+        sid=sid,
+        tenant_id=tenant_id,
+        status=SessionStatus.QUEUED,
+        created_at=datetime.now(UTC),
+        filename=filename,
+        duration_ms=duration_ms,
+        prompts=prompts,
+    )
+    await store.create_session(session)
+    return session
+
+
+def _seg(sid: str, index: int, text: str) -> SegmentData:
+    return SegmentData(
+        id=f"{sid}-{index}",
+        index=index,
+        start_ms=index * 1000,
+        end_ms=index * 1000 + 900,
+        text=text,
+    )
+
+
+async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
+    store = backend.store
+    tenant = await store.create_tenant("acme")
+    key = generate_key()
+    await store.add_api_key(tenant.id, key, "test")
+    assert (await store.verify_api_key(key.plaintext)) == tenant
+    assert await store.verify_api_key(key.plaintext + "x") is None
+    assert await store.verify_api_key("garbage") is None
+    raw = await backend.raw()
+    assert key.digest.encode() in raw
+    assert key.plaintext.encode() not in raw
+    assert [k.id for k in await store.list_api_keys()] == [key.key_id]
+    assert await store.revoke_api_key(key.key_id)
+    assert await store.verify_api_key(key.plaintext) is None
+    assert not await store.revoke_api_key(key.key_id)
+    (info,) = await store.list_api_keys()
+    assert info.revoked_at is not None and info.tenant_id == tenant.id
+
+
+async def test_tenants_by_id_and_name(backend: Backend) -> None:
+    store = backend.store
+    first = await store.create_tenant("acme")
+    await store.create_tenant("acme")
+    assert await store.get_tenant(first.id) == first
+    assert await store.tenant_by_name("acme") == first
+    assert await store.get_tenant("t_nope") is None
+    assert await store.tenant_by_name("nope") is None
+
+
+async def test_message_log_is_idempotent_and_folds_state(backend: Backend) -> None:
+    store = backend.store
+    tenant = await store.create_tenant("acme")
+    await _session(store, "s1", tenant.id)
+    seg = SegmentData(id="s1-0", index=0, start_ms=0, end_ms=900, text="hello there")
+    messages: list[Message] = [
+        ProgressMessage(
+            sid="s1", seq=1, status=SessionStatus.TRANSCRIBING, percent=0, duration_ms=1000
+        ),
+        SegmentMessage(sid="s1", seq=2, type="final", segment=seg),
+        MatchMessage(
+            sid="s1",
+            seq=3,
+            prompt_id="p1",
+            prompt="hello",
+            score=1,
+            start_ms=0,
+            end_ms=400,
+            text="hello",
+            highlight="<em>hello</em> there",
+            segment_ids=("s1-0",),
+        ),
+        TranscriptMessage(sid="s1", seq=4, text="hello there", duration_ms=1000, segments=(seg,)),
+        ProgressMessage(
+            sid="s1", seq=5, status=SessionStatus.COMPLETED, percent=100, duration_ms=1000
+        ),
+    ]
+    assert all([await store.record_message(m) for m in messages])
+    assert not await store.record_message(messages[1])  # redelivery
+    session = await store.get_session("s1")
+    assert session is not None
+    assert (session.status, session.percent, session.last_seq) == (SessionStatus.COMPLETED, 100, 5)
+    assert session.text == "hello there"
+    assert await store.segments("s1") == [seg]
+    assert [m.prompt_id for m in await store.matches("s1")] == ["p1"]
+    assert [m.seq for m in await store.messages_after("s1", 2)] == [3, 4, 5]
+    assert await store.messages_after("s1", 0) == messages
+    assert [m.seq for m in await store.messages_after("s1", 0, limit=2)] == [1, 2]
+
+
+async def test_fatal_error_fails_the_session(backend: Backend) -> None:
+    store = backend.store
+    tenant = await store.create_tenant("acme")
+    await _session(store, "s2", tenant.id)
+    await store.record_message(ErrorMessage(sid="s2", seq=1, code="audio_empty", message="empty"))
+    await store.record_message(
+        ErrorMessage(sid="s2", seq=2, code="slow", message="behind", fatal=False)
+    )
+    session = await store.get_session("s2")
+    assert session is not None and session.status is SessionStatus.FAILED
+    assert (session.error_code, session.error_message, session.last_seq) == (
+        "audio_empty",
+        "empty",
+        2,
+    )
+    assert await backend.owner("s2") == tenant.id and await backend.owner("nope") is None
+
+
+async def test_record_messages_batch_is_idempotent(backend: Backend) -> None:
+    store = backend.store
+    tenant = await store.create_tenant("acme")
+    await _session(store, "b1", tenant.id)
+    await _session(store, "b2", tenant.id)
+    batch: list[Message] = []
+    for sid in ("b1", "b2"):
+        batch += [
+            ProgressMessage(sid=sid, seq=1, status=SessionStatus.TRANSCRIBING, percent=10),
+            SegmentMessage(sid=sid, seq=2, type="final", segment=_seg(sid, 0, "one")),
+            SegmentMessage(sid=sid, seq=3, type="partial", segment=_seg(sid, 1, "tw")),
+            SegmentMessage(sid=sid, seq=4, type="final", segment=_seg(sid, 1, "two")),
+        ]
+    assert await store.record_messages(batch + batch[:2]) == 8  # repeats inside the batch
+    assert await store.record_messages(batch) == 0  # the batch redelivered
+    assert await store.record_messages([]) == 0
+    more: list[Message] = [
+        ProgressMessage(sid="b1", seq=5, status=SessionStatus.COMPLETED, percent=100)
+    ]
+    assert await store.record_messages(batch[:3] + more) == 1
+    b1, b2 = await store.get_session("b1"), await store.get_session("b2")
+    assert b1 is not None and b2 is not None
+    assert (b1.status, b1.percent, b1.last_seq) == (SessionStatus.COMPLETED, 100, 5)
+    assert (b2.status, b2.percent, b2.last_seq) == (SessionStatus.TRANSCRIBING, 10, 4)
+    assert [s.text for s in await store.segments("b2")] == ["one", "two"]
+    assert [m.seq for m in await store.messages_after("b1", 0)] == [1, 2, 3, 4, 5]
+
+
+async def test_final_segments_replace_by_index_in_order(backend: Backend) -> None:
+    store = backend.store
+    tenant = await store.create_tenant("acme")
+    await _session(store, "o1", tenant.id)
+    order = [(1, 2, "b"), (2, 0, "a"), (3, 3, "d"), (4, 2, "c"), (5, 0, "A")]
+    await store.record_messages(
+        [
+            SegmentMessage(sid="o1", seq=seq, type="final", segment=_seg("o1", idx, text))
+            for seq, idx, text in order
+        ]
+    )
+    assert [(s.index, s.text) for s in await store.segments("o1")] == [(0, "A"), (2, "c"), (3, "d")]
+    assert await store.segments("nope") == []
+    assert await store.matches("nope") == []
+
+
+async def test_messages_without_a_session_are_logged(backend: Backend) -> None:
+    store = backend.store
+    message = ProgressMessage(sid="ghost", seq=1, status=SessionStatus.TRANSCRIBING, percent=1)
+    assert await store.record_message(message)
+    assert await store.messages_after("ghost", 0) == [message]
+    assert await store.get_session("ghost") is None
+
+
+async def test_sessions_round_trip_and_list_newest_first(backend: Backend) -> None:
+    store = backend.store
+    acme, other = await store.create_tenant("acme"), await store.create_tenant("other")
+    prompts = (PromptSpec(id="p1", text="budget"),)
+    old = await _session(store, "l1", acme.id, filename="a.wav", duration_ms=5, prompts=prompts)
+    new = SessionRecord(
+        sid="l2", tenant_id=acme.id, status=SessionStatus.QUEUED,
+        created_at=old.created_at + timedelta(seconds=1),
+    )  # fmt: skip
+    await store.create_session(new)
+    await _session(store, "l3", other.id)
+    assert await store.get_session("l1") == old
+    assert [s.sid for s in await store.list_sessions(acme.id)] == ["l2", "l1"]
+    assert [s.sid for s in await store.list_sessions(acme.id, limit=1)] == ["l2"]
+    assert await store.get_session("nope") is None

@@ -1,0 +1,3 @@
+from voxwire.cli import main
+
+main()

@@ -1,0 +1,181 @@
+"""Distributed mode: gateway, worker and bridge as separate processes on real servers.
+
+The same components as the embedded platform, wired to Kafka (bus),
+PostgreSQL (store), Redis (hot state), Mosquitto (broker, with its
+dynamic-security plugin kept in sync) and a shared audio folder:
+
+    voxwire gateway   HTTP: upload -> audio folder -> job on transcription.jobs
+    voxwire worker    transcription.jobs -> engines -> transcription.results
+    voxwire bridge    transcription.results -> PostgreSQL + Redis -> Mosquitto,
+                      and what clients publish (audio/<sid>/...) -> Kafka
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable
+from urllib.parse import urlsplit
+
+import uvicorn
+
+from voxwire.auth import NewKey
+from voxwire.blobs import LocalBlobStore
+from voxwire.bridge.ingest import MqttIngest
+from voxwire.bridge.relay import ResultRelay
+from voxwire.broker.dynsec import DynsecAccess
+from voxwire.broker.mqtt import MqttConnection
+from voxwire.bus import Bus
+from voxwire.bus.kafka import KafkaBus
+from voxwire.bus.namespaced import NamespacedBus
+from voxwire.config import Settings
+from voxwire.gateway.app import GatewayContext, create_app
+from voxwire.models import registry
+from voxwire.store.hot import HotState
+from voxwire.store.postgres import PostgresStore
+from voxwire.workers.engine import EngineOptions
+from voxwire.workers.engines import create_engine
+from voxwire.workers.file_worker import FileWorker
+
+log = logging.getLogger(__name__)
+
+
+def instance_name(role: str) -> str:
+    return f"voxwire-{role}-{socket.gethostname()}-{os.getpid()}"
+
+
+def broker_address(settings: Settings) -> tuple[str, int]:
+    parts = urlsplit(settings.mqtt_url)
+    return parts.hostname or "127.0.0.1", parts.port or 1883
+
+
+@contextlib.asynccontextmanager
+async def open_bus(settings: Settings, role: str) -> AsyncIterator[Bus]:
+    kafka = KafkaBus(settings.kafka_bootstrap, client_id=instance_name(role))
+    try:
+        yield NamespacedBus(kafka, f"{settings.namespace}.") if settings.namespace else kafka
+    finally:
+        await kafka.close()
+
+
+@contextlib.asynccontextmanager
+async def open_store(settings: Settings) -> AsyncIterator[PostgresStore]:
+    store = await PostgresStore.open(
+        settings.postgres_dsn.get_secret_value(), schema=settings.namespace or None
+    )
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@contextlib.asynccontextmanager
+async def open_access(settings: Settings) -> AsyncIterator[DynsecAccess]:
+    host, port = broker_address(settings)
+    access = DynsecAccess(
+        host, port, settings.mqtt_username, settings.mqtt_password.get_secret_value()
+    )
+    await asyncio.to_thread(access.connect)
+    try:
+        yield access
+    finally:
+        await asyncio.to_thread(access.close)
+
+
+async def create_key(settings: Settings, tenant_name: str, label: str) -> tuple[str, NewKey]:
+    """A new API key, stored hashed and registered with the broker."""
+    from voxwire.auth import generate_key
+
+    async with open_store(settings) as store, open_access(settings) as access:
+        tenant = await store.tenant_by_name(tenant_name) or await store.create_tenant(tenant_name)
+        key = generate_key()
+        await store.add_api_key(tenant.id, key, label)
+        await access.add_key(tenant.id, key.key_id, key.plaintext)
+        return tenant.id, key
+
+
+async def run_gateway(settings: Settings) -> None:
+    async with (
+        open_store(settings) as store,
+        open_access(settings) as access,
+        open_bus(settings, "gateway") as bus,
+    ):
+        app = create_app(
+            GatewayContext(settings, store, bus, LocalBlobStore(settings.blob_dir), 0, access)
+        )
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.http_port,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+        )
+        await uvicorn.Server(config).serve()
+
+
+async def run_worker(settings: Settings) -> None:
+    model = registry.resolve(settings.model)
+    engines = [create_engine(settings.engine, model) for _ in range(settings.workers)]
+    options = EngineOptions(
+        language=settings.language, beam_size=settings.beam_size, threads=settings.threads
+    )
+    async with open_bus(settings, "worker") as bus:
+        worker = FileWorker(bus, LocalBlobStore(settings.blob_dir), engines, options)
+        try:
+            await worker.run()
+        finally:
+            for engine in engines:
+                engine.close()
+
+
+async def run_bridge(settings: Settings) -> None:
+    host, port = broker_address(settings)
+    password = settings.mqtt_password.get_secret_value()
+    publisher = MqttConnection(
+        host,
+        port,
+        client_id=instance_name("relay"),
+        username=settings.mqtt_username,
+        password=password,
+        session_expiry_s=60,
+        max_inflight=1000,
+    )
+    await asyncio.to_thread(publisher.connect)
+    hot = HotState.open(settings.redis_url.get_secret_value(), prefix=f"vx{settings.namespace}")
+    try:
+        async with (
+            open_store(settings) as store,
+            open_bus(settings, "bridge") as bus,
+        ):
+            relay = ResultRelay(
+                bus, store, publisher, expiry_s=settings.message_expiry_s, observers=(hot,)
+            )
+            ingest = MqttIngest(
+                bus,
+                host,
+                port,
+                client_id=f"voxwire-ingest-{socket.gethostname()}",
+                username=settings.mqtt_username,
+                password=password,
+            )
+            await _first_failure(relay.run(), ingest.run())
+    finally:
+        await asyncio.to_thread(publisher.close)
+        await hot.close()
+
+
+async def _first_failure(*jobs: Awaitable[None]) -> None:
+    """Run jobs until one ends or fails; cancel the others."""
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

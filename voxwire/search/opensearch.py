@@ -1,0 +1,340 @@
+"""Transcript search on OpenSearch (or Elasticsearch: common DSL only).
+
+One document per session, id ``<tenant_id>:<sid>``, in the index
+``voxwire-transcripts-v1`` behind the alias ``voxwire-transcripts`` (a new
+mapping goes to ``-v2``, is filled by a reindex, and the alias is swapped)::
+
+    sid, tenant_id, language   keyword
+    created_at                 date
+    text                       the segments' text in index order
+    segments                   nested: segment_id, index, start_ms, end_ms, text
+
+Text is analysed by ``vx_english`` (standard tokenizer, possessive stemmer,
+lowercase, asciifolding, English stop words, English stemmer) and, in the
+``.exact`` subfield, by ``vx_exact`` (no stop words, no stemming) so that quoted
+phrases match word for word.
+
+Segments arrive one at a time, possibly redelivered or out of order: a scripted
+upsert (Painless, run atomically on the shard, retried on version conflicts)
+replaces the segment with the same index or inserts it in order, and is a no-op
+when nothing changed. Searches filter on ``tenant_id`` before anything else.
+
+opensearch-py's async client needs aiohttp; the sync client is used instead,
+each call in a worker thread (the client is thread-safe, with a pool of HTTP
+connections).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import OpenSearchException, RequestError
+
+from voxwire.search import SearchHit, SearchIndexError
+from voxwire_client.messages import SegmentData
+
+ALIAS = "voxwire-transcripts"
+VERSION = 1
+
+_T = TypeVar("_T")
+
+_TEXT_ANALYSIS: dict[str, Any] = {
+    "filter": {
+        "vx_english_possessive": {"type": "stemmer", "language": "possessive_english"},
+        "vx_english_stop": {"type": "stop", "stopwords": "_english_"},
+        "vx_english_stemmer": {"type": "stemmer", "language": "english"},
+    },
+    "analyzer": {
+        "vx_english": {
+            "type": "custom",
+            "tokenizer": "standard",
+            "filter": [
+                "vx_english_possessive",
+                "lowercase",
+                "asciifolding",
+                "vx_english_stop",
+                "vx_english_stemmer",
+            ],
+        },
+        "vx_exact": {
+            "type": "custom",
+            "tokenizer": "standard",
+            "filter": ["lowercase", "asciifolding"],
+        },
+    },
+}
+
+_TEXT_FIELD: dict[str, Any] = {
+    "type": "text",
+    "analyzer": "vx_english",
+    "fields": {"exact": {"type": "text", "analyzer": "vx_exact"}},
+}
+
+MAPPINGS: dict[str, Any] = {
+    "dynamic": "strict",
+    "properties": {
+        "sid": {"type": "keyword"},
+        "tenant_id": {"type": "keyword"},
+        "language": {"type": "keyword"},
+        "created_at": {"type": "date"},
+        "text": _TEXT_FIELD,
+        "segments": {
+            "type": "nested",
+            "properties": {
+                "segment_id": {"type": "keyword"},
+                "index": {"type": "integer"},
+                "start_ms": {"type": "long"},
+                "end_ms": {"type": "long"},
+                "text": _TEXT_FIELD,
+            },
+        },
+    },
+}
+
+# params.segments: new segments; params.language: a language or null.
+_UPSERT_SEGMENTS = """
+if (ctx._source.segments == null) { ctx._source.segments = new ArrayList(); }
+List segs = ctx._source.segments;
+boolean changed = ctx.op == 'create';
+for (def seg : params.segments) {
+  int found = -1;
+  for (int i = 0; i < segs.size(); ++i) {
+    if (segs[i].index == seg.index) { found = i; break; }
+  }
+  if (found < 0) { segs.add(seg); changed = true; }
+  else if (!segs[found].equals(seg)) { segs[found] = seg; changed = true; }
+}
+if (params.language != null && params.language != ctx._source.language) {
+  ctx._source.language = params.language; changed = true;
+}
+if (!changed) { ctx.op = 'noop'; return; }
+segs.sort((a, b) -> Integer.compare((int) a.index, (int) b.index));
+List texts = new ArrayList();
+for (def seg : segs) { texts.add(seg.text); }
+ctx._source.text = String.join(' ', texts);
+"""
+
+
+class OpenSearchIndex:
+    """A :class:`~voxwire.search.SearchIndex` on OpenSearch; open with :meth:`open`."""
+
+    def __init__(
+        self,
+        client: OpenSearch,
+        *,
+        alias: str = ALIAS,
+        version: int = VERSION,
+        shards: int = 1,
+        replicas: int | None = None,
+    ) -> None:
+        self._client = client
+        self.alias = alias
+        self.index = f"{alias}-v{version}"
+        self._shards = shards
+        self._replicas = replicas
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        alias: str = ALIAS,
+        version: int = VERSION,
+        shards: int = 1,
+        replicas: int | None = None,
+        timeout: float = 10.0,
+    ) -> OpenSearchIndex:
+        """An index on the cluster at ``url`` (``http(s)://user:pass@host:port``).
+
+        Nothing is sent until the first call; :meth:`ensure_index` is the usual one.
+        ``replicas`` None keeps the cluster default (set 0 on a single node).
+        """
+        client = OpenSearch(hosts=[url], timeout=timeout, max_retries=2, retry_on_timeout=True)
+        return cls(client, alias=alias, version=version, shards=shards, replicas=replicas)
+
+    async def _call(self, fn: Callable[..., _T], **kwargs: Any) -> _T:
+        try:
+            return await asyncio.to_thread(fn, **kwargs)
+        except OpenSearchException as exc:
+            raise SearchIndexError(
+                f"OpenSearch: {exc}", hint="check VOXWIRE_OPENSEARCH_URL"
+            ) from exc
+
+    async def ensure_index(self) -> bool:
+        """Create the versioned index and its alias when missing; True if created here.
+
+        Safe when several processes start at once: losing the race is not an error.
+        """
+        if await self._call(self._client.indices.exists_alias, name=self.alias):
+            return False
+        settings: dict[str, Any] = {"number_of_shards": self._shards, "analysis": _TEXT_ANALYSIS}
+        if self._replicas is not None:
+            settings["number_of_replicas"] = self._replicas
+        body = {"settings": settings, "mappings": MAPPINGS, "aliases": {self.alias: {}}}
+        try:
+            await asyncio.to_thread(self._client.indices.create, index=self.index, body=body)
+        except RequestError as exc:
+            if exc.error != "resource_already_exists_exception":
+                raise SearchIndexError(f"OpenSearch: {exc}") from exc
+            await self._call(self._client.indices.put_alias, index=self.index, name=self.alias)
+            return False
+        except OpenSearchException as exc:
+            raise SearchIndexError(f"OpenSearch: {exc}") from exc
+        return True
+
+    async def drop_index(self) -> None:
+        """Delete the versioned index (and so its alias)."""
+        await self._call(
+            self._client.indices.delete, index=self.index, params={"ignore_unavailable": "true"}
+        )
+
+    async def refresh(self) -> None:
+        """Make everything indexed so far searchable now (tests, benchmarks)."""
+        await self._call(self._client.indices.refresh, index=self.alias)
+
+    async def index_segment(
+        self,
+        tenant_id: str,
+        sid: str,
+        segment: SegmentData,
+        created_at: datetime,
+        language: str | None = None,
+    ) -> None:
+        """Add or replace (by ``segment.index``) one final segment of a session."""
+        await self.index_segments(tenant_id, sid, [segment], created_at, language)
+
+    async def index_segments(
+        self,
+        tenant_id: str,
+        sid: str,
+        segments: Sequence[SegmentData],
+        created_at: datetime,
+        language: str | None = None,
+    ) -> None:
+        """Add or replace several segments of one session in one update."""
+        if not segments:
+            return
+        params = {
+            "segments": [_segment_doc(s) for s in segments],
+            "language": language or segments[-1].language,
+        }
+        body = {
+            "scripted_upsert": True,
+            "script": {"lang": "painless", "source": _UPSERT_SEGMENTS, "params": params},
+            "upsert": {
+                "sid": sid,
+                "tenant_id": tenant_id,
+                "language": None,
+                "created_at": created_at.isoformat(),
+                "segments": [],
+                "text": "",
+            },
+        }
+        await self._call(
+            self._client.update,
+            index=self.alias,
+            id=f"{tenant_id}:{sid}",
+            body=body,
+            params={"retry_on_conflict": 5},
+        )
+
+    async def delete_session(self, tenant_id: str, sid: str) -> None:
+        """Remove a session from the index (nothing happens if it is not there)."""
+        await self._call(
+            self._client.delete,
+            index=self.alias,
+            id=f"{tenant_id}:{sid}",
+            params={"ignore": 404},
+        )
+
+    async def search(
+        self, tenant_id: str, query: str, sid: str | None = None, size: int = 10
+    ) -> list[SearchHit]:
+        """The best matching segments of ``tenant_id``'s sessions, best first.
+
+        ``query`` is simple query syntax: words must all match (stemmed: "run"
+        finds "running"), ``"a quoted phrase"`` matches word for word, ``-word``
+        excludes, ``a | b`` is either.
+        """
+        if not query.strip():
+            return []
+        result = await self._call(
+            self._client.search, index=self.alias, body=_search_body(tenant_id, query, sid, size)
+        )
+        hits = [h for doc in result["hits"]["hits"] for h in _segment_hits(doc)]
+        hits.sort(key=lambda h: (-h.score, h.sid, h.index))
+        return hits[:size]
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._client.close)
+
+
+def _segment_doc(segment: SegmentData) -> dict[str, Any]:
+    return {
+        "segment_id": segment.id,
+        "index": segment.index,
+        "start_ms": segment.start_ms,
+        "end_ms": segment.end_ms,
+        "text": segment.text,
+    }
+
+
+def _search_body(tenant_id: str, query: str, sid: str | None, size: int) -> dict[str, Any]:
+    filters: list[dict[str, Any]] = [{"term": {"tenant_id": tenant_id}}]
+    if sid is not None:
+        filters.append({"term": {"sid": sid}})
+    highlight_field = {"number_of_fragments": 0}
+    nested = {
+        "path": "segments",
+        "score_mode": "max",
+        "query": {
+            "simple_query_string": {
+                "query": query,
+                "fields": ["segments.text"],
+                "quote_field_suffix": ".exact",
+                "default_operator": "and",
+            }
+        },
+        "inner_hits": {
+            "size": size,
+            "highlight": {
+                "pre_tags": ["<em>"],
+                "post_tags": ["</em>"],
+                "fields": {
+                    "segments.text": highlight_field,
+                    "segments.text.exact": highlight_field,
+                },
+            },
+        },
+    }
+    return {
+        "size": size,
+        "_source": ["sid"],
+        "query": {"bool": {"filter": filters, "must": [{"nested": nested}]}},
+    }
+
+
+def _segment_hits(doc: dict[str, Any]) -> list[SearchHit]:
+    sid = str(doc["_source"]["sid"])
+    found: list[SearchHit] = []
+    for inner in doc["inner_hits"]["segments"]["hits"]["hits"]:
+        seg = inner["_source"]
+        marked = inner.get("highlight", {})
+        fragments = marked.get("segments.text.exact") or marked.get("segments.text") or []
+        found.append(
+            SearchHit(
+                sid=sid,
+                segment_id=str(seg["segment_id"]),
+                index=int(seg["index"]),
+                start_ms=int(seg["start_ms"]),
+                end_ms=int(seg["end_ms"]),
+                text=str(seg["text"]),
+                highlight=str(fragments[0]) if fragments else str(seg["text"]),
+                score=float(inner["_score"]),
+            )
+        )
+    return found
