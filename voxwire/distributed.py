@@ -24,6 +24,7 @@ import uvicorn
 
 from voxwire.auth import NewKey
 from voxwire.blobs import LocalBlobStore
+from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.ingest import MqttIngest
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.dynsec import DynsecAccess
@@ -34,6 +35,7 @@ from voxwire.bus.namespaced import NamespacedBus
 from voxwire.config import Settings
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.models import registry
+from voxwire.search.opensearch import OpenSearchIndex
 from voxwire.store.hot import HotState
 from voxwire.store.postgres import PostgresStore
 from voxwire.workers.engine import EngineOptions
@@ -154,6 +156,9 @@ async def run_bridge(settings: Settings) -> None:
             relay = ResultRelay(
                 bus, store, publisher, expiry_s=settings.message_expiry_s, observers=(hot,)
             )
+            index = OpenSearchIndex.open(settings.opensearch_url, alias=index_alias(settings))
+            await index.ensure_index()
+            indexer = SegmentIndexer(bus, store, index)
             ingest = MqttIngest(
                 bus,
                 host,
@@ -162,10 +167,18 @@ async def run_bridge(settings: Settings) -> None:
                 username=settings.mqtt_username,
                 password=password,
             )
-            await _first_failure(relay.run(), ingest.run())
+            try:
+                await _first_failure(relay.run(), ingest.run(), indexer.run())
+            finally:
+                await index.close()
     finally:
         await asyncio.to_thread(publisher.close)
         await hot.close()
+
+
+def index_alias(settings: Settings) -> str:
+    base = "voxwire-transcripts"
+    return f"{base}-{settings.namespace}" if settings.namespace else base
 
 
 async def _first_failure(*jobs: Awaitable[None]) -> None:
