@@ -8,6 +8,7 @@ idempotent by segment index, so a redelivered batch changes nothing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -65,8 +66,7 @@ class SegmentIndexer:
                         finals[message.sid].append(message.segment)
                 for sid, segments in finals.items():
                     await self._index_session(sid, segments)
-                for record in records:
-                    await subscription.commit(record)
+                await asyncio.gather(*(subscription.commit(record) for record in records))
         finally:
             await subscription.close()
 

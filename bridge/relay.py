@@ -87,8 +87,7 @@ class ResultRelay:
                             record.offset,
                         )
                 await self._relay(messages)
-                for record in records:
-                    await subscription.commit(record)
+                await asyncio.gather(*(subscription.commit(record) for record in records))
                 self.relayed += len(messages)
         finally:
             await subscription.close()

@@ -8,6 +8,7 @@ repeats.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +26,8 @@ from voxwire_client.messages import (
     SessionStatus,
     TranscriptMessage,
 )
+
+log = logging.getLogger(__name__)
 
 Emit = Callable[[Message], None]
 
@@ -103,15 +106,12 @@ def run_file_job(
     try:
         engine.transcribe(audio, options, on_segment=on_segment)
     except VoxwireError as exc:
-        emit(
-            ErrorMessage(
-                sid=job.sid,
-                seq=session.next_seq(),
-                code=exc.code,
-                message=exc.message,
-                hint=exc.hint,
-            )
-        )
+        emit(error_message(job.sid, session.next_seq(), exc))
+        return
+    except Exception as exc:  # a bug, not bad input: the session still gets its ending
+        log.exception("job %s failed inside the engine", job.sid)
+        failure = VoxwireError(f"transcription failed: {type(exc).__name__}", hint="retry later")
+        emit(error_message(job.sid, session.next_seq(), failure))
         return
     emit(
         TranscriptMessage(

@@ -83,3 +83,16 @@ def test_engine_failure_becomes_an_error_message() -> None:
     out = _run(ScriptedEngine([Segment(0, 1000, "a")], fail=True))
     assert out[-1].type == "error"
     assert out[-1].code == "engine" and out[-1].hint == "retry"  # type: ignore[union-attr]
+
+
+class BrokenEngine(ScriptedEngine):
+    def transcribe(
+        self, audio: Audio, options: EngineOptions, on_segment: SegmentCallback | None = None
+    ) -> list[Segment]:
+        raise RuntimeError("segfault avoided")
+
+
+def test_unexpected_engine_failure_still_ends_the_session() -> None:
+    out = _run(BrokenEngine([]))
+    assert out[-1].type == "error"
+    assert out[-1].code == "internal" and out[-1].fatal  # type: ignore[union-attr]
