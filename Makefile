@@ -11,7 +11,7 @@ PACKAGES := voxwire broker bridge workers gateway
 help:
 	@echo "make run     start voxwire (embedded: broker, workers, gateway) in the foreground"
 	@echo "make test    lint, type-check and run the whole test suite"
-	@echo "make bench   print throughput figures (raw engine vs full pipeline)"
+	@echo "make bench   print figures: raw engine vs pipeline, bridge vs MQTT ceiling, VAD"
 	@echo "make contract  regenerate the AsyncAPI document and JSON Schemas"
 	@echo "make services  start Mosquitto, Kafka, PostgreSQL, Redis, OpenSearch (loopback)"
 	@echo "make services-stop  stop them"
@@ -54,9 +54,11 @@ pytest: $(STAMP) services
 	$(BIN)/voxwire models install
 	$(BIN)/pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) services
 	$(BIN)/voxwire models install
 	$(BIN)/python benchmarks/bench_files.py
+	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_bridge.py
+	$(BIN)/python benchmarks/bench_vad.py
 
 contract: $(STAMP)
 	$(BIN)/voxwire contract --out client-sdk/contract

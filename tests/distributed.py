@@ -168,6 +168,24 @@ class DistributedPlatform:
     def stop(self) -> None:
         for name in list(self.processes):
             self.stop_process(name)
+        self.drop_namespace()
+
+    def drop_namespace(self) -> None:
+        """Delete this run's Kafka topics, PostgreSQL schema and search index."""
+        import httpx
+        import psycopg
+        from confluent_kafka.admin import AdminClient
+
+        settings = self.settings
+        admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+        prefix = f"{self.namespace}."
+        mine = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+        for future in admin.delete_topics(mine).values() if mine else ():
+            future.result(30)
+        with psycopg.connect(settings.postgres_dsn.get_secret_value(), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.namespace}" CASCADE')  # type: ignore[arg-type]
+        index = f"voxwire-transcripts-{self.namespace}-*"
+        httpx.delete(f"{settings.opensearch_url}/{index}", timeout=30)
 
     def new_tenant_key(self, name: str) -> str:
         from voxwire.distributed import create_key

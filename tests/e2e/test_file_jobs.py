@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 
 import httpx
 import pytest
 
-from tests.distributed import DistributedPlatform
 from tests.helpers import (
     EVAL_DIR,
     Listener,
@@ -18,8 +15,6 @@ from tests.helpers import (
     eval_with_text,
     iter_json,
 )
-from voxwire.distributed import index_alias, open_store
-from voxwire.search.opensearch import OpenSearchIndex
 from voxwire_client import Client
 from voxwire_client.messages import parse_message
 from voxwire_client.topics import session_filter
@@ -126,39 +121,3 @@ def test_sdk_survives_a_dropped_connection(platform: PlatformThread) -> None:
     assert indexes == list(range(len(server.segments)))
     assert [s.text for s in result.segments] == [s.text for s in server.segments]
     assert result.text == server.text and len(result.segments) >= 2
-
-
-def test_committed_segments_are_indexed_for_search(platform: PlatformThread) -> None:
-    """Distributed mode indexes every final segment in OpenSearch, per tenant."""
-    if not isinstance(platform, DistributedPlatform):
-        pytest.skip("embedded mode has no OpenSearch index")
-    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
-        result = client.transcribe(EVAL_DIR / "audio" / "whisper_jfk.flac")
-        tenant = client.session(result.sid)
-    settings = platform.settings
-
-    async def search() -> list:
-        index = OpenSearchIndex.open(settings.opensearch_url, alias=index_alias(settings))
-        try:
-            tenant_id = await _tenant_of(platform, result.sid)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                await index.refresh()
-                hits = await index.search(tenant_id, "fellow americans", sid=result.sid)
-                if hits:
-                    return hits
-                await asyncio.sleep(0.5)
-            return []
-        finally:
-            await index.close()
-
-    hits = asyncio.run(search())
-    assert tenant.sid == result.sid
-    assert hits and hits[0].sid == result.sid and hits[0].start_ms < 5000
-
-
-async def _tenant_of(platform, sid: str) -> str:  # type: ignore[no-untyped-def]
-    async with open_store(platform.settings) as store:
-        session = await store.get_session(sid)
-        assert session is not None
-        return session.tenant_id

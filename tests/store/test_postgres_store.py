@@ -100,7 +100,9 @@ async def test_tsvector_finds_a_transcript_by_a_stemmed_word() -> None:
         assert published == [("A dog runs; quarterly budgets", "A dog runs; quarterly budgets")]
         plan = await pg_query(
             schema,
-            "SELECT indexdef FROM pg_indexes WHERE tablename = 'transcripts' AND indexdef ~ 'gin'",
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = %s"
+            " AND tablename = 'transcripts' AND indexdef ~ 'gin'",
+            schema,
         )
         assert len(plan) == 1 and "tsv" in plan[0][0]
         assert await store.find_transcripts(acme.id, "runs") == ["t1"]

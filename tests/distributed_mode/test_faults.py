@@ -12,7 +12,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -26,13 +26,6 @@ pytestmark = pytest.mark.timeout(600)
 
 JOBS = 40
 FILES = [i.path for i in eval_with_text() if i.duration_s <= 7]
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[DistributedPlatform]:
-    platform = DistributedPlatform(tmp_path, workers=2).start()
-    yield platform
-    platform.stop()
 
 
 async def _one_client(platform: DistributedPlatform, path: Path) -> tuple[Transcript, dict]:

@@ -1,0 +1,50 @@
+"""Distributed mode indexes every committed segment in OpenSearch, per tenant."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.distributed import DistributedPlatform
+from tests.helpers import EVAL_DIR
+from voxwire.distributed import index_alias, open_store
+from voxwire.search.opensearch import OpenSearchIndex
+from voxwire_client import Client
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_committed_segments_are_indexed_for_search(cluster: DistributedPlatform) -> None:
+    """Distributed mode indexes every final segment in OpenSearch, per tenant."""
+    with Client(cluster.url, cluster.api_key, cluster.mqtt_url) as client:
+        result = client.transcribe(EVAL_DIR / "audio" / "whisper_jfk.flac")
+        tenant = client.session(result.sid)
+    settings = cluster.settings
+
+    async def search() -> list:
+        index = OpenSearchIndex.open(settings.opensearch_url, alias=index_alias(settings))
+        try:
+            tenant_id = await _tenant_of(cluster, result.sid)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                await index.refresh()
+                hits = await index.search(tenant_id, "fellow americans", sid=result.sid)
+                if hits:
+                    return hits
+                await asyncio.sleep(0.5)
+            return []
+        finally:
+            await index.close()
+
+    hits = asyncio.run(search())
+    assert tenant.sid == result.sid
+    assert hits and hits[0].sid == result.sid and hits[0].start_ms < 5000
+
+
+async def _tenant_of(cluster: DistributedPlatform, sid: str) -> str:
+    async with open_store(cluster.settings) as store:
+        session = await store.get_session(sid)
+        assert session is not None
+        return session.tenant_id
