@@ -58,6 +58,7 @@ bench: $(STAMP) services
 	$(BIN)/voxwire models install
 	$(BIN)/python benchmarks/bench_files.py
 	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_bridge.py
+	$(BIN)/python benchmarks/bench_distributed_files.py
 	$(BIN)/python benchmarks/bench_vad.py
 
 contract: $(STAMP)

@@ -10,12 +10,14 @@ they stop sending) instead of losing them.
 
 Client topics (per session, QoS 1) and where they go:
 
-    audio/<sid>/chunk      -> transcription.audio     (key = sid)
+    audio/<sid>/chunk/<n>  -> transcription.audio     (key = sid; PCM16LE 16 kHz mono)
     audio/<sid>/control    -> transcription.audio     (key = sid, same partition,
                                                        so control and audio stay ordered)
 
 Each bus record carries the MQTT topic and payload unchanged (a small JSON
-envelope); topic access is enforced by the broker before anything gets here.
+envelope, ``origin`` "mqtt"); topic access is enforced by the broker before
+anything gets here. The embedded broker speaks MQTT 3.1.1 without shared
+subscriptions: there one ingest subscribes directly.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from voxwire_client.topics import validate_sid
 log = logging.getLogger(__name__)
 
 AUDIO_TOPIC = "transcription.audio"
-INGEST_FILTERS = ("audio/+/chunk", "audio/+/control")
+INGEST_FILTERS = ("audio/+/chunk/+", "audio/+/control")
 SHARE_GROUP = "voxwire-bridge"
 
 
@@ -59,7 +61,9 @@ class Inbound:
 def route(topic: str) -> tuple[str, str] | None:
     """(bus topic, key) for a client topic, or None when it is not ours."""
     parts = topic.split("/")
-    if len(parts) != 3 or parts[0] != "audio" or parts[2] not in ("chunk", "control"):
+    chunk = len(parts) == 4 and parts[2] == "chunk" and parts[3].isdigit()
+    control = len(parts) == 3 and parts[2] == "control"
+    if parts[0] != "audio" or not (chunk or control):
         return None
     try:
         return AUDIO_TOPIC, validate_sid(parts[1])
@@ -67,11 +71,10 @@ def route(topic: str) -> tuple[str, str] | None:
         return None
 
 
-def envelope(message: Inbound) -> bytes:
-    """The bus record: the MQTT topic and the payload, base64 for binary chunks."""
-    return json.dumps(
-        {"topic": message.topic, "payload": base64.b64encode(message.payload).decode()}
-    ).encode()
+def envelope(topic: str, payload: bytes, origin: str = "mqtt") -> bytes:
+    """The bus record: the MQTT topic and the payload (base64: chunks are binary)."""
+    body = {"topic": topic, "payload": base64.b64encode(payload).decode(), "origin": origin}
+    return json.dumps(body).encode()
 
 
 class MqttIngest:
@@ -87,6 +90,7 @@ class MqttIngest:
         username: str,
         password: str,
         max_in_flight: int = 1000,
+        shared: bool = True,
         make_client: Callable[..., paho.Client] = paho.Client,
     ) -> None:
         self._bus = bus
@@ -96,10 +100,13 @@ class MqttIngest:
         self._connected = threading.Event()
         self.forwarded = 0
         self.dropped = 0
+        self._shared = shared
+        self._protocol = paho.MQTTv5 if shared else paho.MQTTv311
         client = make_client(
             CallbackAPIVersion.VERSION2,
             client_id=client_id,
-            protocol=paho.MQTTv5,
+            protocol=self._protocol,
+            clean_session=None if shared else False,
             manual_ack=True,
         )
         client.username_pw_set(username, password)
@@ -114,7 +121,8 @@ class MqttIngest:
             log.error("bridge ingest: MQTT connection refused: %s", reason)
             return
         for topic_filter in INGEST_FILTERS:
-            client.subscribe(f"$share/{SHARE_GROUP}/{topic_filter}", qos=1)
+            prefix = f"$share/{SHARE_GROUP}/" if self._shared else ""
+            client.subscribe(prefix + topic_filter, qos=1)
         self._connected.set()
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
@@ -136,7 +144,7 @@ class MqttIngest:
             delay = 0.5
             while True:
                 try:
-                    await self._bus.produce(topic, key, envelope(message))
+                    await self._bus.produce(topic, key, envelope(message.topic, message.payload))
                     break
                 except BusError as exc:  # Kafka unavailable: hold the client's message
                     log.warning("bridge ingest: bus refused %s (%s); retrying", message.topic, exc)
@@ -152,11 +160,14 @@ class MqttIngest:
     async def run(self) -> None:
         """Connect and forward until cancelled."""
         self._loop = asyncio.get_running_loop()
-        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-        props.SessionExpiryInterval = 24 * 3600
-        self._client.connect_async(
-            self._host, self._port, keepalive=30, clean_start=False, properties=props
-        )
+        if self._protocol == paho.MQTTv5:
+            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            props.SessionExpiryInterval = 24 * 3600
+            self._client.connect_async(
+                self._host, self._port, keepalive=30, clean_start=False, properties=props
+            )
+        else:
+            self._client.connect_async(self._host, self._port, keepalive=30)
         self._client.loop_start()
         try:
             await asyncio.Event().wait()

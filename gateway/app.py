@@ -23,6 +23,7 @@ from voxwire.errors import (
     NotFoundError,
     VoxwireError,
 )
+from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire_client.api import (
@@ -32,6 +33,8 @@ from voxwire_client.api import (
     MessagesPage,
     SessionCreated,
     SessionInfo,
+    StreamCreated,
+    StreamRequest,
     TranscriptResponse,
 )
 from voxwire_client.errors import InvalidSessionIdError
@@ -74,6 +77,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         "over MQTT on transcription/<sid>/result|progress|match.",
     )
     uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
+    streams = StreamService(ctx.store, ctx.bus, ctx.access)
     settings = ctx.settings
 
     @app.exception_handler(VoxwireError)
@@ -147,6 +151,23 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         session = await uploads.accept(caller, Upload(file.filename, data, prompts, language))
         return SessionCreated(
             **_info(session).model_dump(), endpoints=_endpoints(settings, session.sid)
+        )
+
+    @app.post(
+        "/v1/streams",
+        status_code=201,
+        response_model=StreamCreated,
+        tags=["streams"],
+        responses={401: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    )
+    async def create_stream(caller: Caller, request: StreamRequest) -> StreamCreated:
+        """Start a live stream; then publish audio chunks over MQTT."""
+        session = await streams.start(caller, request)
+        return StreamCreated(
+            **_info(session).model_dump(),
+            endpoints=_endpoints(settings, session.sid),
+            audio_topic=f"audio/{session.sid}/chunk",
+            control_topic=f"audio/{session.sid}/control",
         )
 
     @app.get("/v1/sessions", response_model=list[SessionInfo], tags=["sessions"])

@@ -52,10 +52,23 @@ class SessionAuthorizer:
     def allow(self, principal: Principal, topic: str, action: Action) -> bool:
         if principal.is_service:
             return True
-        if action == "publish":
-            return False
         parts = topic.split("/")
+        if action == "publish":
+            return self._may_publish(principal, parts)
         if len(parts) != 3 or parts[0] != ROOT or parts[2] not in _KINDS:
+            return False
+        try:
+            sid = validate_sid(parts[1])
+        except InvalidSessionIdError:
+            return False
+        return self._owner_of(sid) == principal.name
+
+    def _may_publish(self, principal: Principal, parts: list[str]) -> bool:
+        """Devices publish audio for their own sessions: ``audio/<sid>/chunk/<n>``
+        and ``audio/<sid>/control``."""
+        chunk = len(parts) == 4 and parts[2] == "chunk" and parts[3].isdigit()
+        control = len(parts) == 3 and parts[2] == "control"
+        if parts[0] != "audio" or not (chunk or control):
             return False
         try:
             sid = validate_sid(parts[1])

@@ -33,6 +33,8 @@ MESSAGES: dict[str, type[BaseModel]] = {
 
 HTTP_BODIES: dict[str, type[BaseModel]] = {
     "SessionCreated": api.SessionCreated,
+    "StreamRequest": api.StreamRequest,
+    "StreamCreated": api.StreamCreated,
     "SessionInfo": api.SessionInfo,
     "TranscriptResponse": api.TranscriptResponse,
     "MessagesPage": api.MessagesPage,
@@ -50,6 +52,51 @@ _TOPIC_DOCS = {
     "then the complete transcript once.",
     TopicKind.PROGRESS: "Session status and percent of audio processed; errors.",
     TopicKind.MATCH: "A prompt given with the session was heard: where and how sure.",
+}
+
+
+_SID = {"sid": {"description": "session id from POST /v1/streams"}}
+_AUDIO_CHANNELS: dict[str, Any] = {
+    "audioChunk": {
+        "address": "audio/{sid}/chunk/{n}",
+        "description": "Live audio: PCM16LE, 16 kHz, mono, raw bytes (e.g. 100 ms = 3200 "
+        "bytes, well under 1 MB). n counts chunks from 0 without gaps; a repeated n (QoS 1 "
+        "redelivery) is ignored, a gap or odd byte count is answered with an error message "
+        "on transcription/{sid}/progress. Start the session first with POST /v1/streams "
+        "(language, prompts, min_silence_ms, min_speech_ms, partial_interval_s, "
+        "max_segment_s, vad_threshold).",
+        "parameters": {**_SID, "n": {"description": "chunk number, 0, 1, 2, ..."}},
+        "messages": {"AudioChunk": {"$ref": "#/components/messages/AudioChunk"}},
+        "bindings": {"mqtt": {"qos": 1, "retain": False}},
+    },
+    "audioControl": {
+        "address": "audio/{sid}/control",
+        "description": 'End of the stream: {"type": "end"}. The last final, the transcript '
+        "and a completed progress message follow.",
+        "parameters": _SID,
+        "messages": {"StreamControl": {"$ref": "#/components/messages/StreamControl"}},
+        "bindings": {"mqtt": {"qos": 1, "retain": False}},
+    },
+}
+_AUDIO_OPERATIONS: dict[str, Any] = {
+    "sendAudio": {"action": "send", "channel": {"$ref": "#/channels/audioChunk"}},
+    "sendControl": {"action": "send", "channel": {"$ref": "#/channels/audioControl"}},
+}
+_AUDIO_MESSAGES: dict[str, Any] = {
+    "AudioChunk": {
+        "name": "AudioChunk",
+        "contentType": "application/octet-stream",
+        "payload": {"type": "string", "format": "binary"},
+    },
+    "StreamControl": {
+        "name": "StreamControl",
+        "contentType": "application/json",
+        "payload": {
+            "type": "object",
+            "properties": {"type": {"const": "end"}},
+            "required": ["type"],
+        },
+    },
 }
 
 
@@ -80,7 +127,9 @@ def asyncapi() -> dict[str, Any]:
             "channel": {"$ref": f"#/channels/{channel}"},
             "summary": f"Subscribe to transcription/<sid>/{kind.value} (or transcription/<sid>/+).",
         }
-    messages = {
+    channels.update(_AUDIO_CHANNELS)
+    operations.update(_AUDIO_OPERATIONS)
+    messages: dict[str, Any] = {
         name: {
             "name": name,
             "contentType": "application/json",
@@ -88,6 +137,7 @@ def asyncapi() -> dict[str, Any]:
         }
         for name in MESSAGES
     }
+    messages.update(_AUDIO_MESSAGES)
     return {
         "asyncapi": "3.0.0",
         "info": {

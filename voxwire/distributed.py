@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
-from voxwire.auth import NewKey
+from voxwire.auth import NewKey, generate_key
 from voxwire.blobs import LocalBlobStore
 from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.ingest import MqttIngest
@@ -41,6 +41,7 @@ from voxwire.store.postgres import PostgresStore
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
+from voxwire.workers.stream_worker import StreamWorker
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,6 @@ async def open_access(settings: Settings) -> AsyncIterator[DynsecAccess]:
 
 async def create_key(settings: Settings, tenant_name: str, label: str) -> tuple[str, NewKey]:
     """A new API key, stored hashed and registered with the broker."""
-    from voxwire.auth import generate_key
-
     async with open_store(settings) as store, open_access(settings) as access:
         tenant = await store.tenant_by_name(tenant_name) or await store.create_tenant(tenant_name)
         key = generate_key()
@@ -121,14 +120,15 @@ async def run_gateway(settings: Settings) -> None:
 
 async def run_worker(settings: Settings) -> None:
     model = registry.resolve(settings.model)
-    engines = [create_engine(settings.engine, model) for _ in range(settings.workers)]
+    engines = [create_engine(settings.engine, model) for _ in range(settings.workers + 1)]
     options = EngineOptions(
         language=settings.language, beam_size=settings.beam_size, threads=settings.threads
     )
     async with open_bus(settings, "worker") as bus:
-        worker = FileWorker(bus, LocalBlobStore(settings.blob_dir), engines, options)
+        worker = FileWorker(bus, LocalBlobStore(settings.blob_dir), engines[1:], options)
+        streams = StreamWorker(bus, engines[0], options)
         try:
-            await worker.run()
+            await _first_failure(worker.run(), streams.run())
         finally:
             for engine in engines:
                 engine.close()

@@ -19,6 +19,7 @@ import uvicorn
 from voxwire.access import SERVICE_USER, PlatformAuthenticator, SessionAuthorizer
 from voxwire.auth import NewKey, generate_key
 from voxwire.blobs import LocalBlobStore
+from voxwire.bridge.ingest import MqttIngest
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.embedded import EmbeddedBroker
 from voxwire.broker.mqtt import MqttConnection
@@ -31,6 +32,7 @@ from voxwire.store import SqliteStore
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
+from voxwire.workers.stream_worker import StreamWorker
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class EmbeddedPlatform:
         self.bus = MemoryBus()
         self.blobs = LocalBlobStore(settings.blob_dir)
         self.worker: FileWorker | None = None
+        self.streams: StreamWorker | None = None
         self.relay: ResultRelay | None = None
 
     async def ensure_key(self) -> Bootstrap:
@@ -71,9 +74,10 @@ class EmbeddedPlatform:
         return Bootstrap(key=key)
 
     def load_engines(self) -> None:
+        """The file workers' engine instances, plus one for live streams."""
         model = self._model_path or registry.resolve(self.settings.model)
         self._engines = [
-            create_engine(self.settings.engine, model) for _ in range(self.settings.workers)
+            create_engine(self.settings.engine, model) for _ in range(self.settings.workers + 1)
         ]
 
     async def start(self) -> None:
@@ -108,23 +112,38 @@ class EmbeddedPlatform:
         options = EngineOptions(
             language=settings.language, beam_size=settings.beam_size, threads=settings.threads
         )
-        self.worker = FileWorker(self.bus, self.blobs, self._engines, options)
+        self.worker = FileWorker(self.bus, self.blobs, self._engines[1:], options)
+        self.streams = StreamWorker(self.bus, self._engines[0], options)
+        ingest = MqttIngest(
+            self.bus,
+            settings.host,
+            settings.mqtt_port,
+            client_id="voxwire-ingest",
+            username=SERVICE_USER,
+            password=secret,
+            shared=False,
+        )
         self.relay = ResultRelay(
             self.bus, self.store, self._publisher, expiry_s=settings.message_expiry_s
         )
         app = create_app(
-            GatewayContext(settings, self.store, self.bus, self.blobs, workers=len(self._engines))
+            GatewayContext(
+                settings, self.store, self.bus, self.blobs, workers=len(self._engines) - 1
+            )
         )
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         self._server = uvicorn.Server(config)
         self._tasks = [
             asyncio.create_task(self.worker.run(), name="worker"),
             asyncio.create_task(self.relay.run(), name="relay"),
+            asyncio.create_task(self.streams.run(), name="streams"),
+            asyncio.create_task(ingest.run(), name="ingest"),
             asyncio.create_task(self._server.serve(sockets=[http_socket]), name="gateway"),
         ]
+        gateway = self._tasks[-1]
         while not self._server.started:
-            if self._tasks[2].done():
-                self._tasks[2].result()
+            if gateway.done():
+                gateway.result()
             await asyncio.sleep(0.02)
 
     async def wait(self) -> None:

@@ -77,7 +77,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from voxwire.audio import pcm16le_to_float32
 from voxwire.errors import AudioError, ConfigError, VoxwireError
@@ -99,6 +98,7 @@ from voxwire.workers.vad import FRAME_SAMPLES, Vad
 from voxwire_client.api import PromptSpec
 from voxwire_client.messages import (
     ErrorMessage,
+    LatencyData,
     MatchMessage,
     ProgressMessage,
     SegmentData,
@@ -177,28 +177,9 @@ class StreamConfig:
 # --- messages with stream metadata (excluded from the JSON until the contract has it) --------
 
 
-class LatencyData(BaseModel):
-    """Where the time went from the end of a segment's audio to its message, in ms."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    vad_ms: int = Field(ge=0)
-    """The segment's last audio arrived -> the endpointer asked for this message."""
-    queue_ms: int = Field(ge=0)
-    """The endpointer asked -> the engine started on it."""
-    transcribe_ms: int = Field(ge=0)
-    """The engine's time on it."""
-
-
-class StreamSegmentMessage(SegmentMessage):
-    latency: LatencyData | None = Field(default=None, exclude=True)
-
-
-class StreamProgressMessage(ProgressMessage):
-    speech: bool | None = Field(default=None, exclude=True)
-    """Whether the speaker is talking (per the VAD) at ``processed_ms``."""
-    lag_ms: int | None = Field(default=None, ge=0, exclude=True)
-    """How far the engine is behind: age of the oldest unfinished work."""
+# Stream messages are the contract's own; the names stay for readers of this module.
+StreamSegmentMessage = SegmentMessage
+StreamProgressMessage = ProgressMessage
 
 
 # --- work items -------------------------------------------------------------------------------

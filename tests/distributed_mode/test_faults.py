@@ -123,7 +123,7 @@ def test_kafka_outage_holds_client_messages(cluster: DistributedPlatform) -> Non
         _wait_until(lambda: _jobs_done(cluster, "worker-0") + _jobs_done(cluster, "worker-1") >= 5)
         subprocess.run([str(SERVICES), "stop", "kafka"], check=True, capture_output=True)
         infos = [
-            device.client.publish(f"audio/{sid}/chunk", json.dumps({"n": n}), qos=1)
+            device.client.publish(f"audio/{sid}/chunk/{n}", json.dumps({"n": n}), qos=1)
             for n in range(50)
         ]
         time.sleep(10)

@@ -24,4 +24,6 @@ def test_asyncapi_names_every_session_topic() -> None:
         "transcription/{sid}/result",
         "transcription/{sid}/progress",
         "transcription/{sid}/match",
+        "audio/{sid}/chunk/{n}",
+        "audio/{sid}/control",
     }

@@ -468,7 +468,7 @@ def test_latency_breakdown_and_lag() -> None:
     assert final.latency.model_dump() == {"vad_ms": 400, "queue_ms": 0, "transcribe_ms": 250}
     wire = final.model_dump_json()
     parsed = parse_message(wire)
-    assert "latency" not in wire and isinstance(parsed, SegmentMessage)
+    assert isinstance(parsed, SegmentMessage) and parsed.latency == final.latency
     assert parsed.segment == final.segment
 
 

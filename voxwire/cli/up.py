@@ -139,6 +139,7 @@ def _banner(settings: Settings, client: ClientConfig, path: Path, *, new_key: st
         "",
         "try: .venv/bin/voxwire transcribe ../shared/eval/audio/whisper_jfk.flac "
         '--prompt "ask not"',
-        "MQTT: subscribe to transcription/<sid>/+ with username 'apikey' and the key as password",
+        "MQTT: subscribe to transcription/<sid>/+ as user <key id> (the part after vxk_),",
+        "      password <key>; stream with `voxwire stream FILE`",
     ]
     console.print(Panel("\n".join(lines), title="voxwire is running", subtitle="Ctrl-C to stop"))

@@ -47,6 +47,7 @@ __all__ = [
     "session_topic",
 ]
 
-from voxwire_client.client import AsyncClient, Client, Transcript
+from voxwire_client.api import StreamRequest
+from voxwire_client.client import AsyncClient, Client, Transcript, pcm_chunks
 
-__all__ += ["AsyncClient", "Client", "Transcript"]
+__all__ += ["AsyncClient", "Client", "StreamRequest", "Transcript", "pcm_chunks"]

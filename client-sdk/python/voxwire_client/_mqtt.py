@@ -158,6 +158,10 @@ class SessionSubscription:
     def _handle_message(self, _client: paho.Client, _userdata: Any, msg: paho.MQTTMessage) -> None:
         self._on_payload(bytes(msg.payload))
 
+    def publish(self, topic: str, payload: bytes, qos: int = 1) -> paho.MQTTMessageInfo:
+        """Publish on this connection (paho queues while it reconnects)."""
+        return self._client.publish(topic, payload, qos=qos)
+
     def drop_connection(self) -> None:
         """Close the socket abruptly (paho reconnects); used to test recovery."""
         sock = self._client.socket()

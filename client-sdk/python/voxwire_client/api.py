@@ -89,3 +89,25 @@ class Health(_Model):
     mode: str
     workers: int
     model: str
+
+
+class StreamRequest(_Model):
+    """Start a live stream: ``POST /v1/streams``. Then publish PCM16LE 16 kHz mono
+    chunks on ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB,
+    e.g. 100 ms = 3200 bytes) and ``{"type": "end"}`` on ``audio/<sid>/control``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    language: str = "en"
+    prompts: tuple[PromptSpec, ...] = ()
+    min_silence_ms: int = Field(default=600, ge=100, le=10_000)
+    min_speech_ms: int = Field(default=250, ge=0, le=10_000)
+    partial_interval_s: float = Field(default=2.0, ge=0, le=60)
+    max_segment_s: float = Field(default=30.0, ge=1, le=30)
+    vad_threshold: float = Field(default=0.5, gt=0, lt=1)
+
+
+class StreamCreated(SessionInfo):
+    endpoints: Endpoints
+    audio_topic: str = Field(description="publish chunk n on <audio_topic>/<n>")
+    control_topic: str

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +30,8 @@ from voxwire_client.api import (
     PromptSpec,
     SessionCreated,
     SessionInfo,
+    StreamCreated,
+    StreamRequest,
     TranscriptResponse,
 )
 from voxwire_client.config import ClientConfig, load_config
@@ -69,6 +71,13 @@ class Transcript:
 
 
 Prompts = Sequence[str | PromptSpec] | None
+
+
+def pcm_chunks(pcm: bytes, chunk_ms: int = 100) -> Iterator[bytes]:
+    """Split PCM16LE 16 kHz mono audio into chunks of ``chunk_ms``."""
+    size = 32 * chunk_ms  # 16 samples per ms, 2 bytes each
+    for start in range(0, len(pcm), size):
+        yield pcm[start : start + size]
 
 
 def _prompt_specs(prompts: Prompts) -> list[PromptSpec]:
@@ -253,6 +262,40 @@ class AsyncClient:
         created = await self.upload(path, prompts)
         return await self.follow(created.sid, on_event=on_event)
 
+    async def start_stream(self, request: StreamRequest | None = None) -> StreamCreated:
+        """Open a live stream session (then publish audio on its topics)."""
+        body = (request or StreamRequest()).model_dump(mode="json")
+        response = await self._request("POST", "/v1/streams", json=body)
+        return StreamCreated.model_validate_json(response.content)
+
+    async def stream(
+        self,
+        chunks: Iterable[bytes],
+        request: StreamRequest | None = None,
+        *,
+        chunk_ms: int = 100,
+        speed: float = 1.0,
+        on_event: Callable[[Message], None] | None = None,
+    ) -> Transcript:
+        """Stream PCM16LE 16 kHz mono ``chunks`` (each ``chunk_ms`` long) in real
+        time (``speed`` > 1 plays faster), then end the stream and return the
+        transcript once the last final is in."""
+        created = await self.start_stream(request)
+        following = asyncio.create_task(self.follow(created.sid, on_event=on_event))
+        while created.sid not in self.subscriptions:
+            if following.done():
+                return following.result()
+            await asyncio.sleep(0.01)
+        subscription = self.subscriptions[created.sid]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for n, chunk in enumerate(chunks):
+            subscription.publish(f"{created.audio_topic}/{n}", chunk)
+            due = started + (n + 1) * chunk_ms / 1000 / speed
+            await asyncio.sleep(max(0.0, due - loop.time()))
+        subscription.publish(created.control_topic, b'{"type": "end"}')
+        return await following
+
     async def follow(
         self, sid: str, *, on_event: Callable[[Message], None] | None = None
     ) -> Transcript:
@@ -353,6 +396,19 @@ class Client:
     ) -> Transcript:
         return self._loop.run_until_complete(
             self._async.transcribe(path, prompts, on_event=on_event)
+        )
+
+    def stream(
+        self,
+        chunks: Iterable[bytes],
+        request: StreamRequest | None = None,
+        *,
+        chunk_ms: int = 100,
+        speed: float = 1.0,
+        on_event: Callable[[Message], None] | None = None,
+    ) -> Transcript:
+        return self._loop.run_until_complete(
+            self._async.stream(chunks, request, chunk_ms=chunk_ms, speed=speed, on_event=on_event)
         )
 
     def events(self, sid: str, *, after_seq: int = 0) -> Iterator[Message]:

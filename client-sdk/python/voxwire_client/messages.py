@@ -65,13 +65,28 @@ class SegmentData(_Model):
 
 
 class ProgressMessage(Envelope):
-    """Session status and how much of the audio has been processed."""
+    """Session status and how much of the audio has been processed.
+
+    Live streams also say whether the speaker is talking (``speech``, per the
+    VAD) and how far transcription is behind real time (``lag_ms``).
+    """
 
     type: Literal["progress"] = "progress"
     status: SessionStatus
     percent: float = Field(ge=0, le=100)
     processed_ms: int = Field(ge=0, default=0)
     duration_ms: int = Field(ge=0, default=0)
+    speech: bool | None = None
+    lag_ms: int | None = Field(default=None, ge=0)
+
+
+class LatencyData(_Model):
+    """Where the time went from the end of a segment's audio to its message, in ms;
+    the message's ``ts`` is when it was published."""
+
+    vad_ms: int = Field(ge=0, description="last audio arrived -> the endpointer decided")
+    queue_ms: int = Field(ge=0, description="decided -> the engine started")
+    transcribe_ms: int = Field(ge=0, description="the engine's time")
 
 
 class SegmentMessage(Envelope):
@@ -79,6 +94,7 @@ class SegmentMessage(Envelope):
 
     type: Literal["final", "partial"]
     segment: SegmentData
+    latency: LatencyData | None = None
 
 
 class TranscriptMessage(Envelope):

@@ -1,0 +1,158 @@
+"""Live streams over MQTT, end to end: a device publishes PCM chunks, the
+platform answers with partials, finals and matches on the session topics."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.helpers import EVAL_DIR, Listener, PlatformThread, corpus_wer, eval_items
+from voxwire.audio import decode
+from voxwire_client import Client, StreamRequest, pcm_chunks
+from voxwire_client.messages import Message
+
+pytestmark = pytest.mark.timeout(300)
+
+UTTERANCES = [
+    "lhotse_lj_LJ002-0020",
+    "pocketsphinx_librivox_0880",
+    "mfa_thoughts",
+    "leopard_ls_1272-128104-0000",
+    "wenet_ls_1995-1837-0001",
+    "pocketsphinx_librivox_0930",
+]
+
+
+def _pcm(samples: np.ndarray) -> bytes:
+    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def _joined() -> tuple[bytes, list[tuple[float, float]], list[str]]:
+    """The utterances with 1 s of silence between them; their spans in ms; references."""
+    items = {item.id: item for item in eval_items()}
+    parts, spans, refs, at = [], [], [], 0.0
+    for name in UTTERANCES:
+        samples = decode(items[name].path.read_bytes()).samples
+        parts += [samples, np.zeros(16000, dtype=np.float32)]
+        spans.append((at, at + len(samples) / 16))
+        refs.append(str(items[name].text))
+        at += len(samples) / 16 + 1000
+    return _pcm(np.concatenate(parts)), spans, refs
+
+
+def test_one_final_per_utterance_with_partials_first(platform: PlatformThread) -> None:
+    pcm, spans, refs = _joined()
+    events: list[Message] = []
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        result = client.stream(pcm_chunks(pcm), StreamRequest(), speed=3, on_event=events.append)
+    finals = [m for m in events if m.type == "final"]
+    assert len(finals) == len(UTTERANCES), [m.segment.text for m in finals]  # type: ignore[union-attr]
+    for final, (start, end) in zip(finals, spans, strict=True):
+        segment = final.segment  # type: ignore[union-attr]
+        assert start - 500 <= segment.start_ms and segment.end_ms <= end + 500, (
+            segment,
+            start,
+            end,
+        )
+        assert final.latency is not None  # type: ignore[union-attr]
+    partials = [m for m in events if m.type == "partial"]
+    assert partials, "no partial for utterances longer than the partial interval"
+    first_partial = min(m.seq for m in partials)
+    assert first_partial < finals[-1].seq
+    for partial in partials:  # a partial comes before the final that replaces it
+        index = partial.segment.index  # type: ignore[union-attr]
+        assert partial.seq < finals[index].seq
+    assert [m.seq for m in events] == sorted({m.seq for m in events})
+    offline = _offline_wer(platform, refs)
+    streamed = corpus_wer(refs, [f.segment.text for f in finals])  # type: ignore[union-attr]
+    print(f"stream WER {streamed:.4f}, offline WER {offline:.4f}")
+    assert streamed <= offline + 0.02
+    assert result.text and len(result.segments) == len(UTTERANCES)
+
+
+def _offline_wer(platform: PlatformThread, refs: list[str]) -> float:
+    """The same utterances as file jobs."""
+    items = {item.id: item for item in eval_items()}
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        texts = [client.transcribe(items[name].path).text for name in UTTERANCES]
+    return corpus_wer(refs, texts)
+
+
+def test_silence_and_noise_give_no_text(platform: PlatformThread) -> None:
+    rng = np.random.default_rng(7)
+    silence = np.zeros(10 * 16000, dtype=np.float32)
+    noise = (rng.standard_normal(10 * 16000) * 0.003).astype(np.float32)
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        result = client.stream(pcm_chunks(_pcm(np.concatenate([silence, noise]))), speed=20)
+    assert result.segments == () and result.text == ""
+
+
+def test_malformed_chunks_get_errors_and_spare_other_sessions(platform: PlatformThread) -> None:
+    headers = {"Authorization": f"Bearer {platform.api_key}"}
+    created = httpx.post(f"{platform.url}/v1/streams", json={}, headers=headers).json()
+    sid = created["sid"]
+    device = Listener(platform.mqtt_port, platform.api_key, client_id=f"device-{sid}")
+    assert device.connect() == 0
+    device.subscribe(f"transcription/{sid}/+")
+    topic = created["audio_topic"]
+    for n, payload in ((0, b"\x00" * 3201), (5, b"\x00" * 3200), (1, b"\x00" * 3200)):
+        device.client.publish(f"{topic}/{n}", payload, qos=1).wait_for_publish(10)
+    device.client.publish(created["control_topic"], b"not json", qos=1).wait_for_publish(10)
+    device.client.publish(created["control_topic"], b'{"type": "end"}', qos=1).wait_for_publish(10)
+    got = device.wait_for(
+        lambda g: any(json.loads(m.payload).get("status") == "completed" for m in g), 60
+    )
+    device.close()
+    codes = {json.loads(m.payload).get("code") for m in got}
+    assert {"audio", "chunk_order", "invalid_chunk"} <= codes, codes
+    # another stream at the same time is unaffected
+    items = {item.id: item for item in eval_items()}
+    samples = decode(items["lhotse_lj_LJ002-0020"].path.read_bytes()).samples
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        result = client.stream(pcm_chunks(_pcm(samples)), speed=8)
+    assert "middle" in result.text.lower() or len(result.segments) == 1
+
+
+def test_unknown_session_and_foreign_topics_are_refused(platform: PlatformThread) -> None:
+    device = Listener(platform.mqtt_port, platform.api_key, client_id="device-stranger")
+    assert device.connect() == 0
+    info = device.client.publish("audio/s_0000000000000000/chunk/0", b"\x00" * 3200, qos=1)
+    info.wait_for_publish(10)
+    device.close()
+    assert httpx.get(f"{platform.url}/healthz").json()["status"] == "ok"
+    assert (EVAL_DIR / "audio").exists()
+
+
+def test_reference_device_client(platform: PlatformThread) -> None:
+    """examples/device_stream.py, plain paho as firmware would use, works as documented."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "device_stream.py"
+    broker = urlsplit(platform.mqtt_url)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(example),
+            str(EVAL_DIR / "audio" / "pocketsphinx_librivox_0880.wav"),
+            "--url",
+            platform.url,
+            "--broker",
+            str(broker.hostname),
+            "--port",
+            str(broker.port),
+            "--key",
+            platform.api_key,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "young man" in result.stdout.lower(), result.stdout
