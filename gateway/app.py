@@ -4,15 +4,17 @@ Every route but ``/healthz`` needs an API key: ``Authorization: Bearer <key>``
 or ``X-API-Key: <key>``. Errors are JSON bodies of :class:`ErrorBody`.
 """
 
+import asyncio
 import logging
+import mimetypes
 from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 import voxwire
-from voxwire.blobs import LocalBlobStore
+from voxwire.blobs import BlobStore
 from voxwire.broker.dynsec import AccessControl, NoAccessSync
 from voxwire.bus import Bus
 from voxwire.config import Settings
@@ -57,7 +59,7 @@ class GatewayContext:
     settings: Settings
     store: Store
     bus: Bus
-    blobs: LocalBlobStore
+    blobs: BlobStore
     workers: int
     access: AccessControl = field(default_factory=NoAccessSync)
 
@@ -202,12 +204,14 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         messages = await ctx.store.messages_after(session.sid, after, limit)
         return MessagesPage(sid=session.sid, messages=messages, last_seq=session.last_seq)
 
-    @app.get("/v1/sessions/{sid}/audio", tags=["sessions"], response_class=FileResponse)
-    async def get_audio(session: Owned) -> FileResponse:
+    @app.get("/v1/sessions/{sid}/audio", tags=["sessions"], response_class=Response)
+    async def get_audio(session: Owned) -> Response:
         key = ctx.blobs.find(session.sid, "original.")
         if key is None:
             raise NotFoundError("no audio stored for this session", sid=session.sid)
-        return FileResponse(ctx.blobs.path(key))
+        data = await asyncio.to_thread(ctx.blobs.get, key)
+        media = mimetypes.guess_type(key)[0] or "application/octet-stream"
+        return Response(content=data, media_type=media)
 
     return app
 

@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
 from voxwire.audio import DecodedAudio, decode
-from voxwire.blobs import LocalBlobStore
+from voxwire.blobs import BlobStore
 from voxwire.broker.dynsec import AccessControl, NoAccessSync
 from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus
 from voxwire.config import Settings
@@ -92,7 +92,7 @@ class UploadService:
         settings: Settings,
         store: Store,
         bus: Bus,
-        blobs: LocalBlobStore,
+        blobs: BlobStore,
         access: AccessControl | None = None,
     ) -> None:
         self._settings = settings

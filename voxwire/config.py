@@ -57,6 +57,12 @@ class Settings(BaseModel):
         pattern=r"^[a-z0-9_]{0,32}$",
         description="prefix of Kafka topics/groups and PostgreSQL schema, to share servers",
     )
+    blob_store: Literal["local", "s3"] = "local"
+    s3_endpoint_url: str = Field(default="", description="empty: AWS; else MinIO, Ceph, ...")
+    s3_bucket: str = "voxwire-audio"
+    s3_region: str = "us-east-1"
+    s3_access_key: SecretStr = SecretStr("")
+    s3_secret_key: SecretStr = SecretStr("")
     shared_dir: Path | None = Field(
         default=None, description="audio shared by gateway and workers (default: data_dir)"
     )

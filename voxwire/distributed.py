@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import uvicorn
 
 from voxwire.auth import NewKey, generate_key
-from voxwire.blobs import LocalBlobStore
+from voxwire.blobs import open_blob_store
 from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.ingest import MqttIngest
 from voxwire.bridge.relay import ResultRelay
@@ -104,9 +104,7 @@ async def run_gateway(settings: Settings) -> None:
         open_access(settings) as access,
         open_bus(settings, "gateway") as bus,
     ):
-        app = create_app(
-            GatewayContext(settings, store, bus, LocalBlobStore(settings.blob_dir), 0, access)
-        )
+        app = create_app(GatewayContext(settings, store, bus, open_blob_store(settings), 0, access))
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -125,7 +123,7 @@ async def run_worker(settings: Settings) -> None:
         language=settings.language, beam_size=settings.beam_size, threads=settings.threads
     )
     async with open_bus(settings, "worker") as bus:
-        worker = FileWorker(bus, LocalBlobStore(settings.blob_dir), engines[1:], options)
+        worker = FileWorker(bus, open_blob_store(settings), engines[1:], options)
         streams = StreamWorker(bus, engines[0], options)
         try:
             await _first_failure(worker.run(), streams.run())

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pydantic import ValidationError
 
 from voxwire.audio import pcm16le_to_float32
-from voxwire.blobs import LocalBlobStore
+from voxwire.blobs import BlobStore
 from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus, Record
 from voxwire.errors import VoxwireError
 from voxwire.jobs import FileJob
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 WORKER_GROUP = "voxwire-workers"
 
 
-def load_pcm(blobs: LocalBlobStore, key: str) -> Audio:
+def load_pcm(blobs: BlobStore, key: str) -> Audio:
     return pcm16le_to_float32(blobs.get(key))
 
 
@@ -40,7 +40,7 @@ class FileWorker:
     def __init__(
         self,
         bus: Bus,
-        blobs: LocalBlobStore,
+        blobs: BlobStore,
         engines: Sequence[Engine],
         options: EngineOptions,
         *,

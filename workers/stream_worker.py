@@ -145,14 +145,7 @@ class StreamWorker:
         try:
             start = StreamStart.decode(payload)
             request = start.request
-            config = StreamConfig(
-                language=request.language,
-                min_silence_ms=request.min_silence_ms,
-                min_speech_ms=request.min_speech_ms,
-                partial_interval_s=request.partial_interval_s,
-                max_segment_s=request.max_segment_s,
-                vad_threshold=request.vad_threshold,
-            )
+            config = StreamConfig(**request.model_dump(exclude={"prompts"}))
         except (ValueError, KeyError, ValidationError, VoxwireError) as exc:
             log.error("stream worker: unusable stream start: %s", exc)
             return
