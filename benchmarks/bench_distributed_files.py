@@ -35,19 +35,22 @@ async def run_files(platform: DistributedPlatform, files: list[Path]) -> tuple[f
 def main() -> None:
     files = [item.path for item in eval_with_text()]
     rows = []
-    for workers in (1, 2):
+    for workers, threads in ((1, 2), (2, 2), (2, 1)):
         with tempfile.TemporaryDirectory() as tmp:
-            platform = DistributedPlatform(Path(tmp), workers=workers).start()
+            platform = DistributedPlatform(Path(tmp), workers=workers, threads=str(threads))
+            platform.start()
             try:
                 audio, wall = asyncio.run(run_files(platform, files))
             finally:
                 platform.stop()
-        rows.append((workers, audio, wall))
-    print(f"{len(files)} files, {rows[0][1]:.1f} s of audio, threads per engine = 2")
-    print(f"{'workers':<10}{'wall s':>10}{'audio s/s':>12}")
-    for workers, audio, wall in rows:
-        print(f"{workers:<10}{wall:>10.2f}{audio / wall:>12.2f}")
-    print(f"2 workers / 1 worker: {rows[0][2] / rows[1][2]:.2f}x (2 cores: the engines share them)")
+        rows.append((workers, threads, audio, wall))
+    print(f"{len(files)} files, {rows[0][2]:.1f} s of audio")
+    print(f"{'workers':<10}{'threads':>8}{'wall s':>10}{'audio s/s':>12}{'vs 1 worker':>13}")
+    for workers, threads, audio, wall in rows:
+        print(
+            f"{workers:<10}{threads:>8}{wall:>10.2f}{audio / wall:>12.2f}"
+            f"{rows[0][3] / wall:>12.2f}x"
+        )
 
 
 if __name__ == "__main__":
