@@ -112,6 +112,7 @@ async def run_gateway(settings: Settings) -> None:
             log_level="warning",
             lifespan="off",
             access_log=False,
+            timeout_keep_alive=75,
         )
         await uvicorn.Server(config).serve()
 

@@ -131,7 +131,9 @@ class EmbeddedPlatform:
                 settings, self.store, self.bus, self.blobs, workers=len(self._engines) - 1
             )
         )
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="off", access_log=False, timeout_keep_alive=75
+        )
         self._server = uvicorn.Server(config)
         self._tasks = [
             asyncio.create_task(self.worker.run(), name="worker"),

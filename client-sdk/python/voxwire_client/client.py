@@ -133,16 +133,29 @@ class AsyncClient:
     # -- HTTP ---------------------------------------------------------------
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = await self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            raise ConnectionFailedError(
-                f"cannot reach the gateway at {self.config.url}: {exc}",
-                hint="is voxwire running? start it with `make run`",
-            ) from exc
+        # A GET is retried when a kept-alive connection was closed by the server just
+        # as it was reused (a race every HTTP/1.1 client meets); a POST never is.
+        attempts = 3 if method == "GET" else 1
+        for attempt in range(attempts):
+            try:
+                response = await self._http.request(method, path, **kwargs)
+                break
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                if attempt + 1 < attempts:
+                    await asyncio.sleep(0.05 * (attempt + 1))
+                    continue
+                raise self._unreachable(exc) from exc
+            except httpx.TransportError as exc:
+                raise self._unreachable(exc) from exc
         if response.status_code >= 400:
             raise _api_error(response)
         return response
+
+    def _unreachable(self, exc: Exception) -> ConnectionFailedError:
+        return ConnectionFailedError(
+            f"cannot reach the gateway at {self.config.url}: {exc}",
+            hint="is voxwire running? start it with `make run`",
+        )
 
     async def upload(self, path: str | Path, prompts: Prompts = None) -> SessionCreated:
         """Upload an audio file; returns the new session."""
