@@ -10,6 +10,7 @@ after all of its messages were accepted by the bus.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -106,11 +107,17 @@ class FileWorker:
             return
         loop = asyncio.get_running_loop()
 
+        producing: list[concurrent.futures.Future[None]] = []
+
         def emit(message: Message) -> None:
-            future = asyncio.run_coroutine_threadsafe(
-                self._bus.produce(RESULTS_TOPIC, message.sid, encode_message(message)), loop
+            # Called from whisper.cpp's segment callback: hand the message to the
+            # loop and return at once (the engine must not wait on the bus). The
+            # loop runs the produce calls in the order they were handed over.
+            producing.append(
+                asyncio.run_coroutine_threadsafe(
+                    self._bus.produce(RESULTS_TOPIC, message.sid, encode_message(message)), loop
+                )
             )
-            future.result()
 
         options = replace(self._options, language=job.language)
         try:
@@ -120,4 +127,7 @@ class FileWorker:
                 RESULTS_TOPIC, job.sid, encode_message(error_message(job.sid, job.first_seq, exc))
             )
             return
-        await loop.run_in_executor(self._pool, run_file_job, job, audio, engine, options, emit)
+        try:
+            await loop.run_in_executor(self._pool, run_file_job, job, audio, engine, options, emit)
+        finally:  # the job counts as done only once the bus has every message
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in producing))
