@@ -397,7 +397,7 @@ persistence_location $MOSQ_DIR/data/
 autosave_interval 30
 persistent_client_expiration 1d
 
-# The default (1000 queued, then silent drops) lost 80% of a 20k QoS 1 burst: see DESIGN.md.
+# The default (1000 queued, then silent drops) lost 80% of a 20k QoS 1 burst on this machine.
 max_queued_messages 100000
 max_queued_bytes 0
 max_inflight_messages 100
