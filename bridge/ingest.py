@@ -38,8 +38,7 @@ from paho.mqtt.properties import Properties
 
 from voxwire.bus import Bus
 from voxwire.errors import BusError
-from voxwire_client.errors import InvalidSessionIdError
-from voxwire_client.topics import validate_sid
+from voxwire_client.topics import parse_audio_topic
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +59,9 @@ class Inbound:
 
 def route(topic: str) -> tuple[str, str] | None:
     """(bus topic, key) for a client topic, or None when it is not ours."""
-    parts = topic.split("/")
-    chunk = len(parts) == 4 and parts[2] == "chunk" and parts[3].isdigit()
-    control = len(parts) == 3 and parts[2] == "control"
-    if parts[0] != "audio" or not (chunk or control):
-        return None
     try:
-        return AUDIO_TOPIC, validate_sid(parts[1])
-    except InvalidSessionIdError:
+        return AUDIO_TOPIC, parse_audio_topic(topic).sid
+    except ValueError:
         return None
 
 

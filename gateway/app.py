@@ -40,7 +40,12 @@ from voxwire_client.api import (
     TranscriptResponse,
 )
 from voxwire_client.errors import InvalidSessionIdError
-from voxwire_client.topics import session_filter, validate_sid
+from voxwire_client.topics import (
+    audio_chunk_prefix,
+    audio_control_topic,
+    session_filter,
+    validate_sid,
+)
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +173,8 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         return StreamCreated(
             **_info(session).model_dump(),
             endpoints=_endpoints(settings, session.sid),
-            audio_topic=f"audio/{session.sid}/chunk",
-            control_topic=f"audio/{session.sid}/control",
+            audio_topic=audio_chunk_prefix(session.sid),
+            control_topic=audio_control_topic(session.sid),
         )
 
     @app.get("/v1/sessions", response_model=list[SessionInfo], tags=["sessions"])

@@ -5,18 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import PurePath
 
-import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
-from voxwire.audio import DecodedAudio, decode
+from voxwire.audio import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.blobs import BlobStore
 from voxwire.broker.dynsec import AccessControl, NoAccessSync
-from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus
+from voxwire.bus import JOBS_TOPIC, Bus
 from voxwire.config import Settings
 from voxwire.errors import AudioError, VoxwireError
+from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.jobs import FileJob
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire_client.api import PromptSpec
@@ -24,9 +23,7 @@ from voxwire_client.messages import (
     ErrorMessage,
     ProgressMessage,
     SessionStatus,
-    encode_message,
 )
-from voxwire_client.topics import new_sid
 
 _PROMPT_LIST = TypeAdapter(list[PromptSpec | str])
 
@@ -117,17 +114,13 @@ class UploadService:
         language = (upload.language or self._settings.language).strip().lower()
         if not language.isalpha() or len(language) > 8:
             raise InvalidRequestError(f"invalid language {language!r}", hint="use a code like 'en'")
-        sid = new_sid()
-        session = SessionRecord(
-            sid=sid,
-            tenant_id=tenant.id,
-            status=SessionStatus.QUEUED,
-            created_at=datetime.now(UTC),
-            filename=_display_name(upload.filename),
+        sid = await open_session(
+            self._store,
+            self._access,
+            tenant,
             prompts=prompts,
+            filename=_display_name(upload.filename),
         )
-        await self._store.create_session(session)
-        await self._access.grant_session(tenant.id, sid)
         try:
             decoded = await asyncio.to_thread(
                 decode, upload.data, max_seconds=self._settings.max_audio_s, name=upload.filename
@@ -135,35 +128,31 @@ class UploadService:
         except AudioError as exc:
             exc.sid = sid
             error = ErrorMessage(sid=sid, seq=1, code=exc.code, message=exc.message, hint=exc.hint)
-            await self._store.record_message(error)
-            await self._bus.produce(RESULTS_TOPIC, sid, encode_message(error))
+            await announce(self._store, self._bus, error)
             raise
-        job = await asyncio.to_thread(self._save_audio, sid, upload, decoded)
-        job = job.model_copy(
-            update={"tenant_id": tenant.id, "language": language, "prompts": prompts}
+        audio_key = await asyncio.to_thread(self._save_audio, sid, upload, decoded)
+        job = FileJob(
+            sid=sid,
+            tenant_id=tenant.id,
+            audio_key=audio_key,
+            duration_ms=round(decoded.duration_s * 1000),
+            language=language,
+            prompts=prompts,
         )
         queued = ProgressMessage(
             sid=sid, seq=1, status=SessionStatus.QUEUED, percent=0, duration_ms=job.duration_ms
         )
-        await self._store.record_message(queued)
-        await self._bus.produce(RESULTS_TOPIC, sid, encode_message(queued))
+        await announce(self._store, self._bus, queued)
         await self._bus.produce(JOBS_TOPIC, sid, job.model_dump_json().encode())
-        stored = await self._store.get_session(sid)
-        assert stored is not None
-        return stored
+        return await stored(self._store, sid)
 
-    def _save_audio(self, sid: str, upload: Upload, decoded: DecodedAudio) -> FileJob:
+    def _save_audio(self, sid: str, upload: Upload, decoded: DecodedAudio) -> str:
+        """Keep the original (for playback) and the decoded 16 kHz PCM (for workers)."""
         original = self._blobs.key(sid, f"original.{safe_extension(upload.filename)}")
         self._blobs.put(original, upload.data)
-        pcm = np.clip(decoded.samples * 32768.0, -32768, 32767).astype("<i2").tobytes()
         audio_key = self._blobs.key(sid, "audio.pcm")
-        self._blobs.put(audio_key, pcm)
-        return FileJob(
-            sid=sid,
-            tenant_id="",
-            audio_key=audio_key,
-            duration_ms=round(decoded.duration_s * 1000),
-        )
+        self._blobs.put(audio_key, float32_to_pcm16le(decoded.samples))
+        return audio_key
 
 
 def _display_name(filename: str | None) -> str | None:

@@ -12,8 +12,7 @@ import hmac
 from collections.abc import Callable
 
 from voxwire.broker.embedded import Action, Principal
-from voxwire_client.errors import InvalidSessionIdError
-from voxwire_client.topics import ROOT, TopicKind, validate_sid
+from voxwire_client.topics import ROOT, TopicKind, parse_audio_topic, validate_sid
 
 SERVICE_USER = "voxwire-service"
 _KINDS = {"+", *(kind.value for kind in TopicKind)}
@@ -50,28 +49,21 @@ class SessionAuthorizer:
         self._owner_of = owner_of
 
     def allow(self, principal: Principal, topic: str, action: Action) -> bool:
+        """Publish: audio for an own session (``audio/<sid>/chunk/<n>``, ``.../control``).
+        Subscribe/receive: an own session's result topics, or ``transcription/<sid>/+``."""
         if principal.is_service:
             return True
-        parts = topic.split("/")
-        if action == "publish":
-            return self._may_publish(principal, parts)
-        if len(parts) != 3 or parts[0] != ROOT or parts[2] not in _KINDS:
-            return False
         try:
-            sid = validate_sid(parts[1])
-        except InvalidSessionIdError:
+            sid = self._session_of(topic, action)
+        except ValueError:  # not a topic of this kind, or an unsafe session id
             return False
         return self._owner_of(sid) == principal.name
 
-    def _may_publish(self, principal: Principal, parts: list[str]) -> bool:
-        """Devices publish audio for their own sessions: ``audio/<sid>/chunk/<n>``
-        and ``audio/<sid>/control``."""
-        chunk = len(parts) == 4 and parts[2] == "chunk" and parts[3].isdigit()
-        control = len(parts) == 3 and parts[2] == "control"
-        if parts[0] != "audio" or not (chunk or control):
-            return False
-        try:
-            sid = validate_sid(parts[1])
-        except InvalidSessionIdError:
-            return False
-        return self._owner_of(sid) == principal.name
+    @staticmethod
+    def _session_of(topic: str, action: Action) -> str:
+        if action == "publish":
+            return parse_audio_topic(topic).sid
+        parts = topic.split("/")
+        if len(parts) != 3 or parts[0] != ROOT or parts[2] not in _KINDS:
+            raise ValueError(topic)
+        return validate_sid(parts[1])

@@ -125,6 +125,11 @@ def pcm16le_to_float32(data: bytes) -> Audio:
     return samples
 
 
+def float32_to_pcm16le(samples: Audio) -> bytes:
+    """The inverse of :func:`pcm16le_to_float32`, clipping to the 16-bit range."""
+    return bytes(np.clip(samples * 32768.0, -32768, 32767).astype("<i2").tobytes())
+
+
 @dataclass(slots=True)
 class _Limits:
     max_samples: int

@@ -10,18 +10,17 @@ after all of its messages were accepted by the bus.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 from pydantic import ValidationError
 
 from voxwire.audio import pcm16le_to_float32
 from voxwire.blobs import BlobStore
-from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus, Record
+from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus, Record, Subscription
 from voxwire.errors import VoxwireError
 from voxwire.jobs import FileJob
 from voxwire.workers.engine import Audio, Engine, EngineOptions
@@ -72,7 +71,7 @@ class FileWorker:
                 except BaseException:
                     self._idle.put_nowait(engine)
                     raise
-                task = asyncio.create_task(self._handle(record, engine, subscription.commit))
+                task = asyncio.create_task(self._handle(record, engine, subscription))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         finally:
@@ -81,16 +80,12 @@ class FileWorker:
             await subscription.close()
             self._pool.shutdown(wait=False)
 
-    async def _handle(
-        self, record: Record, engine: Engine, commit: Callable[[Record], object]
-    ) -> None:
+    async def _handle(self, record: Record, engine: Engine, subscription: Subscription) -> None:
         started = time.perf_counter()
         try:
             await self._process(record, engine)
             log.info("job %s done in %.2f s", record.key, time.perf_counter() - started)
-            result = commit(record)
-            if asyncio.iscoroutine(result):
-                await result
+            await subscription.commit(record)
             self.jobs_done += 1
         except Exception:
             log.exception("job %s failed unexpectedly", record.key)
@@ -107,7 +102,7 @@ class FileWorker:
             return
         loop = asyncio.get_running_loop()
 
-        producing: list[concurrent.futures.Future[None]] = []
+        producing: list[Future[None]] = []
 
         def emit(message: Message) -> None:
             # Called from whisper.cpp's segment callback: hand the message to the

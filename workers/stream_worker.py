@@ -37,6 +37,7 @@ from voxwire.workers.stream_pipeline import StreamConfig, StreamSession
 from voxwire.workers.vad import SileroVad, Vad
 from voxwire_client.api import StreamRequest
 from voxwire_client.messages import Message, encode_message
+from voxwire_client.topics import parse_audio_topic
 
 log = logging.getLogger(__name__)
 
@@ -123,19 +124,22 @@ class StreamWorker:
         except (ValueError, KeyError, TypeError, binascii.Error):
             log.warning("stream worker: malformed audio record (key %s)", record.key)
             return
-        parts = topic.split("/")
-        if parts[0] == "stream" and origin == "gateway":
+        if topic.startswith("stream/") and origin == "gateway":
             self._start(payload)
             return
         session = self._sessions.get(record.key)
-        if session is None or record.key in self._ending or parts[1:2] != [record.key]:
+        try:
+            audio = parse_audio_topic(topic)
+        except ValueError:
+            audio = None
+        if session is None or audio is None or audio.sid != record.key or audio.sid in self._ending:
             self.ignored += 1  # unknown, ended or foreign session: nothing to attach it to
             return
         now = time.monotonic()
         try:
-            if len(parts) == 4 and parts[2] == "chunk":
-                session.push(int(parts[3]), payload, now)
-            elif parts[2:] == ["control"]:
+            if audio.chunk is not None:
+                session.push(audio.chunk, payload, now)
+            else:
                 self._control(record.key, session, payload, now)
         except VoxwireError as exc:
             with self._errors_lock:

@@ -6,11 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from rich.markup import escape
 
-from voxwire.audio import decode
+from voxwire.audio import decode, float32_to_pcm16le
 from voxwire.cli.common import console, fail
 from voxwire.errors import VoxwireError
 from voxwire_client import AsyncClient, ClientError, StreamRequest, Transcript, pcm_chunks
@@ -41,7 +40,7 @@ def stream(
         samples = decode(file.read_bytes()).samples
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
-    pcm = np.clip(samples * 32768.0, -32768, 32767).astype("<i2").tobytes()
+    pcm = float32_to_pcm16le(samples)
     request = StreamRequest(
         prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
         min_silence_ms=min_silence_ms,

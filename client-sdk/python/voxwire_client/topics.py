@@ -73,3 +73,36 @@ def parse_topic(topic: str) -> SessionTopic:
     except ValueError:
         raise ValueError(f"unknown topic kind in {topic!r}") from None
     return SessionTopic(sid=validate_sid(parts[1]), kind=kind)
+
+
+# -- client -> server: live audio ------------------------------------------------------
+
+AUDIO_ROOT = "audio"
+
+
+@dataclass(frozen=True, slots=True)
+class AudioTopic:
+    """A parsed ``audio/<sid>/chunk/<n>`` (``chunk`` = n) or ``audio/<sid>/control``
+    (``chunk`` = None)."""
+
+    sid: str
+    chunk: int | None
+
+
+def audio_chunk_prefix(sid: str) -> str:
+    """Chunk n of the session is published on ``<prefix>/<n>``."""
+    return f"{AUDIO_ROOT}/{validate_sid(sid)}/chunk"
+
+
+def audio_control_topic(sid: str) -> str:
+    return f"{AUDIO_ROOT}/{validate_sid(sid)}/control"
+
+
+def parse_audio_topic(topic: str) -> AudioTopic:
+    """Parse a client's audio topic; raise ValueError for anything else."""
+    parts = topic.split("/")
+    if parts[0] == AUDIO_ROOT and len(parts) == 4 and parts[2] == "chunk" and parts[3].isdigit():
+        return AudioTopic(sid=validate_sid(parts[1]), chunk=int(parts[3]))
+    if parts[0] == AUDIO_ROOT and len(parts) == 3 and parts[2] == "control":
+        return AudioTopic(sid=validate_sid(parts[1]), chunk=None)
+    raise ValueError(f"not a voxwire audio topic: {topic!r}")
