@@ -142,8 +142,10 @@ class DistributedPlatform:
             time.sleep(0.2)
         raise AssertionError(f"gateway not ready:\n{self.log('gateway')}")
 
-    def log(self, name: str) -> str:
-        return (self.log_dir / f"{name}.log").read_text(errors="replace")[-4000:]
+    def log(self, name: str, tail: int | None = 4000) -> str:
+        """The process's log (its last ``tail`` characters; None: all of it)."""
+        text = (self.log_dir / f"{name}.log").read_text(errors="replace")
+        return text if tail is None else text[-tail:]
 
     def kill(self, name: str) -> None:
         """SIGKILL: no goodbye to Kafka or the broker."""

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from voxwire.audio import pcm16le_to_float32
 from voxwire.blobs import BlobStore
 from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus, Record, Subscription
-from voxwire.errors import VoxwireError
+from voxwire.errors import BusError, VoxwireError
 from voxwire.jobs import FileJob
 from voxwire.workers.engine import Audio, Engine, EngineOptions
 from voxwire.workers.pipeline import error_message, run_file_job
@@ -87,6 +87,8 @@ class FileWorker:
             log.info("job %s done in %.2f s", record.key, time.perf_counter() - started)
             await subscription.commit(record)
             self.jobs_done += 1
+        except BusError as exc:  # e.g. a rebalance moved the partition meanwhile
+            log.warning("job %s done but not committed (%s); it may run again", record.key, exc)
         except Exception:
             log.exception("job %s failed unexpectedly", record.key)
         finally:

@@ -67,7 +67,7 @@ def _assert_complete(results: list) -> None:
 
 
 def _jobs_done(platform: DistributedPlatform, name: str) -> int:
-    return len(re.findall(r"job \S+ done", platform.log(name)))
+    return len(re.findall(r"job \S+ done in", platform.log(name, tail=None)))
 
 
 def _wait_until(predicate: Callable[[], bool], timeout: float = 120) -> None:
