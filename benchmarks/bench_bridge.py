@@ -5,7 +5,10 @@ QoS 1 payloads:
 
 1. ceiling: a paho publisher -> Mosquitto -> a paho subscriber, as fast as it
    goes (throughput) and paced at a fixed rate (latency percentiles);
-2. bridge: a backlog of records produced to Kafka's results topic, then drained
+2. Kafka alone: records produced at the paced rate and consumed (and
+   committed) by a subscription in this process: the latency floor the bridge
+   starts from;
+3. bridge: a backlog of records produced to Kafka's results topic, then drained
    by a `voxwire bridge` process (store in PostgreSQL, hot state in Redis,
    publish to Mosquitto) to a subscriber; then latency at a paced rate.
 
@@ -147,6 +150,42 @@ def ceiling(host: str, port: int, user: str, pw: str, count: int, rate: float) -
     }
 
 
+async def kafka_floor(settings: Any, rate: float) -> dict[str, float]:
+    """Produce -> consume -> commit through Kafka alone, paced at ``rate``."""
+    namespace = "bench" + secrets.token_hex(3)
+    kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=namespace)
+    bus = NamespacedBus(KafkaBus(settings.kafka_bootstrap, client_id="bench"), f"{namespace}.")
+    subscription = bus.subscribe(RESULTS_TOPIC, "bench-floor")
+    paced = int(rate * 5)
+    sent: dict[int, float] = {}
+    arrivals: dict[int, float] = {}
+
+    async def consume() -> None:
+        while len(arrivals) < paced:
+            records = await subscription.next_batch(500)
+            now = time.time()
+            for record in records:
+                arrivals[int(record.key)] = now
+            await subscription.commit(*records)
+
+    consumer = asyncio.create_task(consume())
+    await bus.produce(RESULTS_TOPIC, "0", b"warm-up")
+    producing = []
+    t0 = time.time()
+    for i in range(1, paced + 1):
+        sent[i] = time.time()
+        producing.append(asyncio.ensure_future(bus.produce(RESULTS_TOPIC, str(i), b"x" * 1000)))
+        await asyncio.sleep(max(0.0, i / rate - (time.time() - t0)))
+    await asyncio.gather(*producing)
+    try:
+        await asyncio.wait_for(consumer, 120)
+    finally:
+        await subscription.close()
+        await bus.close()
+    p50, p99 = percentiles([arrivals[i] - t for i, t in sent.items() if i in arrivals])
+    return {"msgs_per_s": float("nan"), "lost": paced - len(sent), "p50_ms": p50, "p99_ms": p99}
+
+
 async def bridge(settings: Any, count: int, rate: float) -> dict[str, float]:
     """The real `voxwire bridge` process (relay to PostgreSQL, Redis and Mosquitto,
     plus its ingest and indexer), fed through Kafka by this process."""
@@ -206,16 +245,28 @@ async def bridge(settings: Any, count: int, rate: float) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
-    parser.add_argument("--rate", type=float, default=2000, help="paced rate for latency")
+    parser.add_argument(
+        "--rate", type=float, help="paced rate for latency (default: half the ceiling)"
+    )
     args = parser.parse_args()
     settings = load_settings(mode="distributed")
     host, port = broker_address(settings)
     pw = settings.mqtt_password.get_secret_value()
-    base = ceiling(host, port, settings.mqtt_username, pw, args.count, args.rate)
-    relayed = asyncio.run(bridge(settings, args.count, args.rate))
-    print(f"{args.count} QoS 1 messages of ~1 KB; latency paced at {args.rate:.0f} msg/s")
+    rate = (
+        args.rate
+        or ceiling(host, port, settings.mqtt_username, pw, args.count, 1000)["msgs_per_s"] / 2
+    )
+    base = ceiling(host, port, settings.mqtt_username, pw, args.count, rate)
+    floor = asyncio.run(kafka_floor(settings, rate))
+    relayed = asyncio.run(bridge(settings, args.count, rate))
+    print(f"{args.count} QoS 1 messages of ~1 KB; latency paced at {rate:.0f} msg/s")
     print(f"{'':<28}{'msg/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'lost':>8}")
-    for name, row in (("paho -> Mosquitto -> paho", base), ("Kafka -> bridge -> sub", relayed)):
+    rows = (
+        ("paho -> Mosquitto -> paho", base),
+        ("Kafka -> consumer (floor)", floor),
+        ("Kafka -> bridge -> sub", relayed),
+    )
+    for name, row in rows:
         print(
             f"{name:<28}{row['msgs_per_s']:>10.0f}{row['p50_ms']:>10.2f}{row['p99_ms']:>10.2f}"
             f"{row['lost']:>8.0f}"

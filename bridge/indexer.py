@@ -8,7 +8,6 @@ idempotent by segment index, so a redelivered batch changes nothing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -66,7 +65,7 @@ class SegmentIndexer:
                         finals[message.sid].append(message.segment)
                 for sid, segments in finals.items():
                     await self._index_session(sid, segments)
-                await asyncio.gather(*(subscription.commit(record) for record in records))
+                await subscription.commit(*records)
         finally:
             await subscription.close()
 

@@ -4,8 +4,14 @@ Records of ``transcription.results`` are taken in batches: the batch is stored
 in one transaction (idempotent by ``sid``/``seq``), every message is published
 retained with QoS 1 on its session topic over one MQTT connection (so the
 broker sees them in order), and once the broker has acknowledged all of them
-the batch is committed. Storing first means a client that sees ``seq`` N can
-always fetch everything up to N from the history API. The batch size bounds
+the batch is committed. Acknowledgements and commits are awaited in the
+background while the next batches are stored and sent (at most
+``_BATCHES_IN_FLIGHT``): batches are committed in order, never past one the
+broker refused (that error ends the relay, and the batch is delivered again);
+a commit that fails is retried by a later one or, at worst, the batch is
+delivered again and its repeats are skipped by seq.
+Storing first means a client that sees ``seq`` N can always fetch everything
+up to N from the history API. The batch size bounds
 the work in flight: a slow broker slows the relay instead of growing a queue.
 """
 
@@ -13,29 +19,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from collections.abc import Sequence
 from typing import Protocol
 
 from pydantic import ValidationError
 
-from voxwire.bus import RESULTS_TOPIC, Bus
+from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription
+from voxwire.errors import BusError
 from voxwire_client.messages import Message, encode_message, parse_message, topic_kind
 from voxwire_client.topics import session_topic
 
 log = logging.getLogger(__name__)
 
 RELAY_GROUP = "voxwire-relay"
+_BATCHES_IN_FLIGHT = 16
 
 
 class Publisher(Protocol):
-    async def publish_async(
+    def send_many(
         self,
-        topic: str,
-        payload: bytes,
+        messages: Sequence[tuple[str, bytes]],
         *,
         qos: int = 1,
         retain: bool = True,
         expiry_s: int | None = None,
-    ) -> None: ...
+    ) -> asyncio.Future[None]: ...
 
 
 class MessageSink(Protocol):
@@ -73,6 +82,7 @@ class ResultRelay:
 
     async def run(self) -> None:
         subscription = self._bus.subscribe(RESULTS_TOPIC, self._group)
+        in_flight: deque[asyncio.Task[None]] = deque()
         try:
             while True:
                 records = await subscription.next_batch(self._batch_size)
@@ -86,27 +96,46 @@ class ResultRelay:
                             record.key,
                             record.offset,
                         )
-                await self._relay(messages)
-                await asyncio.gather(*(subscription.commit(record) for record in records))
+                acked = await self._store_and_send(messages)
                 self.relayed += len(messages)
+                previous = in_flight[-1] if in_flight else None
+                in_flight.append(
+                    asyncio.create_task(_settle(subscription, records, acked, previous))
+                )
+                while len(in_flight) > _BATCHES_IN_FLIGHT or (in_flight and in_flight[0].done()):
+                    await in_flight.popleft()  # raises when the broker refused a batch
         finally:
+            await asyncio.gather(*in_flight, return_exceptions=True)
             await subscription.close()
 
-    async def _relay(self, messages: list[Message]) -> None:
+    async def _store_and_send(self, messages: list[Message]) -> asyncio.Future[None] | None:
+        """Store the batch (and fold it into the observers), then queue its publishes."""
         if not messages:
-            return
-        await self._store.record_messages(messages)
-        for observer in self._observers:
-            await observer.apply_many(messages)
+            return None
         await asyncio.gather(
-            *(
-                self._publisher.publish_async(
-                    session_topic(m.sid, topic_kind(m)),
-                    encode_message(m),
-                    qos=1,
-                    retain=True,
-                    expiry_s=self._expiry_s,
-                )
-                for m in messages
-            )
+            self._store.record_messages(messages),
+            *(observer.apply_many(messages) for observer in self._observers),
         )
+        return self._publisher.send_many(
+            [(session_topic(m.sid, topic_kind(m)), encode_message(m)) for m in messages],
+            qos=1,
+            retain=True,
+            expiry_s=self._expiry_s,
+        )
+
+
+async def _settle(
+    subscription: Subscription,
+    records: list[Record],
+    acked: asyncio.Future[None] | None,
+    previous: asyncio.Task[None] | None,
+) -> None:
+    """Commit a batch once the broker acknowledged it and every batch before it."""
+    if acked is not None:
+        await acked
+    if previous is not None:
+        await previous  # a batch that failed stops the commits of those after it
+    try:
+        await subscription.commit(*records)
+    except BusError as exc:
+        log.warning("relay: %s", exc)

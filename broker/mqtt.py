@@ -11,8 +11,14 @@ down are kept and sent after the reconnect.
 completes when the broker acknowledged the message (PUBACK for QoS 1, written
 to the socket for QoS 0) and fails with :class:`~voxwire.errors.MqttError`,
 topic attached, otherwise. :meth:`MqttConnection.publish_async` awaits it
-without blocking the event loop. The MQTT 5 message expiry is set only when
-MQTT 5 was negotiated.
+without blocking the event loop; :meth:`MqttConnection.send_many` queues a
+batch and returns one asyncio future for all its acknowledgements, resolved
+with one wake-up of the loop (the relay's path: a future per message cost more
+than the publish itself). The
+MQTT 5 message expiry is set only when MQTT 5 was negotiated.
+
+paho's log goes to the ``voxwire.broker.mqtt.paho`` logger, formatted only when
+that level is enabled (a log callback would format every packet).
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ import contextlib
 import logging
 import ssl
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Protocol, Self
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
@@ -49,17 +56,62 @@ class _Attempt:
         self.reason: ReasonCode | None = None  # None: the connection closed without CONNACK
 
 
+def _not_a_reconnect_error(record: logging.LogRecord) -> bool:
+    """paho logs "Client is not connected" as an error while it reconnects: it is not one."""
+    return record.levelno < logging.ERROR or not str(record.msg).startswith(
+        "Client is not connected"
+    )
+
+
 _paho_log = logging.getLogger(f"{__name__}.paho")
+_paho_log.addFilter(_not_a_reconnect_error)
 
 
-def _log_paho(_client: paho.Client, _userdata: Any, level: int, text: str) -> None:
-    """paho's log, where a reconnect's "Client is not connected" is not an error."""
-    if level == paho.MQTT_LOG_ERR and not text.startswith("Client is not connected"):
-        _paho_log.error("%s", text)
-    elif level == paho.MQTT_LOG_WARNING:
-        _paho_log.warning("%s", text)
-    else:
-        _paho_log.debug("%s", text)
+class _Ack(Protocol):
+    """Told once per message whether the broker acknowledged it (error None) or not."""
+
+    def settle(self, error: MqttError | None) -> None: ...
+
+
+class _FutureAck:
+    def __init__(self, future: Future[None]) -> None:
+        self.future = future
+
+    def settle(self, error: MqttError | None) -> None:
+        with contextlib.suppress(InvalidStateError):  # cancelled by the caller
+            if error is None:
+                self.future.set_result(None)
+            else:
+                self.future.set_exception(error)
+
+
+class _BatchAck:
+    """Counts a batch's acknowledgements down; resolves one asyncio future at zero."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, count: int) -> None:
+        self.future: asyncio.Future[None] = loop.create_future()
+        self._loop = loop
+        self._left = count
+        self._error: MqttError | None = None
+        self._lock = threading.Lock()
+
+    def settle(self, error: MqttError | None) -> None:
+        with self._lock:
+            self._left -= 1
+            if error is not None and self._error is None:
+                self._error = error
+            if self._left:
+                return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self._loop.call_soon_threadsafe(self._resolve)
+
+    def _resolve(self) -> None:
+        if self.future.done():
+            return
+        if self._error is None:
+            self.future.set_result(None)
+        else:
+            self.future.set_exception(self._error)
 
 
 class MqttConnection:
@@ -100,7 +152,8 @@ class MqttConnection:
         self._client: paho.Client | None = None
         self._attempt = _Attempt()
         self._lock = threading.Lock()
-        self._pending: dict[int, tuple[Future[None], str]] = {}
+        self._pending: dict[int, tuple[_Ack, str]] = {}
+        self._expiry: dict[int, Properties] = {}  # PUBLISH properties by expiry, built once
         self._early: dict[int, ReasonCode | None] = {}  # acknowledged before registered
         self._closing = False
         self.protocol: MQTTProtocolVersion | None = None  # MQTTv5 or MQTTv311 once connected
@@ -152,7 +205,7 @@ class MqttConnection:
         client.reconnect_delay_set(*self._reconnect_delay_s)  # type: ignore[arg-type]
         client.max_inflight_messages_set(self._max_inflight)
         client.max_queued_messages_set(0)  # unbounded here: callers bound what they have in flight
-        client.on_log = _log_paho
+        client.enable_logger(_paho_log)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
@@ -226,30 +279,8 @@ class MqttConnection:
         expiry_s: int | None = None,
     ) -> Future[None]:
         """Queue a message; the future completes when the broker has acknowledged it."""
-        client = self._client
-        if client is None or self._closing:
-            raise MqttError("the MQTT connection is not open", topic=topic, hint="call connect()")
-        properties = None
-        if expiry_s is not None and self.protocol == paho.MQTTv5:
-            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-            properties.MessageExpiryInterval = expiry_s
         future: Future[None] = Future()
-        try:
-            info = client.publish(topic, payload, qos=qos, retain=retain, properties=properties)
-        except (ValueError, TypeError) as exc:
-            future.set_exception(MqttError(f"cannot publish: {exc}", topic=topic))
-            return future
-        if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE or (
-            info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS and qos == 0
-        ):
-            reason = paho.error_string(info.rc)
-            future.set_exception(MqttError(f"publish not sent: {reason}", topic=topic))
-            return future
-        with self._lock:  # NO_CONN with QoS 1: paho keeps it and sends it after reconnecting
-            if info.mid in self._early:
-                self._resolve(future, topic, self._early.pop(info.mid))
-            else:
-                self._pending[info.mid] = (future, topic)
+        self._send(topic, payload, qos, retain, expiry_s, _FutureAck(future))
         return future
 
     async def publish_async(
@@ -269,6 +300,72 @@ class MqttConnection:
         except TimeoutError as exc:
             raise MqttError(f"no acknowledgement within {timeout_s} s", topic=topic) from exc
 
+    async def publish_many(
+        self,
+        messages: Sequence[tuple[str, bytes]],
+        *,
+        qos: int = 1,
+        retain: bool = True,
+        expiry_s: int | None = None,
+    ) -> None:
+        """Publish ``(topic, payload)`` pairs in order; return once the broker has
+        acknowledged every one, or raise the first :class:`MqttError`."""
+        await self.send_many(messages, qos=qos, retain=retain, expiry_s=expiry_s)
+
+    def send_many(
+        self,
+        messages: Sequence[tuple[str, bytes]],
+        *,
+        qos: int = 1,
+        retain: bool = True,
+        expiry_s: int | None = None,
+    ) -> asyncio.Future[None]:
+        """Queue ``(topic, payload)`` pairs in order, now; the future completes once
+        the broker has acknowledged every one (or fails with the first error).
+        Call it on the event loop that awaits the future."""
+        ack = _BatchAck(asyncio.get_running_loop(), len(messages))
+        if not messages:
+            ack.future.set_result(None)
+        for topic, payload in messages:
+            self._send(topic, payload, qos, retain, expiry_s, ack)
+        return ack.future
+
+    def _send(
+        self, topic: str, payload: bytes, qos: int, retain: bool, expiry_s: int | None, ack: _Ack
+    ) -> None:
+        client = self._client
+        if client is None or self._closing:
+            raise MqttError("the MQTT connection is not open", topic=topic, hint="call connect()")
+        try:
+            info = client.publish(
+                topic, payload, qos=qos, retain=retain, properties=self._properties(expiry_s)
+            )
+        except (ValueError, TypeError) as exc:
+            ack.settle(MqttError(f"cannot publish: {exc}", topic=topic))
+            return
+        if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE or (
+            info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS and qos == 0
+        ):
+            ack.settle(MqttError(f"publish not sent: {paho.error_string(info.rc)}", topic=topic))
+            return
+        with self._lock:  # NO_CONN with QoS 1: paho keeps it and sends it after reconnecting
+            early = info.mid in self._early
+            reason = self._early.pop(info.mid, None)
+            if not early:
+                self._pending[info.mid] = (ack, topic)
+        if early:
+            ack.settle(_refusal(topic, reason))
+
+    def _properties(self, expiry_s: int | None) -> Properties | None:
+        if expiry_s is None or self.protocol != paho.MQTTv5:
+            return None
+        properties = self._expiry.get(expiry_s)
+        if properties is None:
+            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            properties.MessageExpiryInterval = expiry_s
+            self._expiry[expiry_s] = properties
+        return properties
+
     def _on_publish(
         self, _client: paho.Client, _userdata: Any, mid: int, reason: ReasonCode, _props: Any
     ) -> None:
@@ -277,19 +374,8 @@ class MqttConnection:
             if entry is None:
                 self._early[mid] = reason
                 return
-        self._resolve(entry[0], entry[1], reason)
-
-    @staticmethod
-    def _resolve(future: Future[None], topic: str, reason: ReasonCode | None) -> None:
-        try:
-            if reason is not None and reason.is_failure:
-                future.set_exception(
-                    MqttError(f"the broker refused the publish: {reason}", topic=topic)
-                )
-            else:
-                future.set_result(None)
-        except InvalidStateError:  # cancelled by the caller
-            pass
+        ack, topic = entry
+        ack.settle(_refusal(topic, reason))
 
     # -- closing ----------------------------------------------------------------------------
 
@@ -301,10 +387,8 @@ class MqttConnection:
         with self._lock:
             pending, self._pending = self._pending, {}
             self._early.clear()
-        for future, topic in pending.values():
-            closed = MqttError("connection closed before the broker acknowledged", topic=topic)
-            with contextlib.suppress(InvalidStateError):  # cancelled by the caller
-                future.set_exception(closed)
+        for ack, topic in pending.values():
+            ack.settle(MqttError("connection closed before the broker acknowledged", topic=topic))
         self._client = None
 
     def __enter__(self) -> Self:
@@ -318,3 +402,9 @@ class MqttConnection:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _refusal(topic: str, reason: ReasonCode | None) -> MqttError | None:
+    if reason is not None and reason.is_failure:
+        return MqttError(f"the broker refused the publish: {reason}", topic=topic)
+    return None

@@ -107,7 +107,7 @@ class StreamWorker:
                 for record in records:
                     self._handle(record)
                 self._wake.set()
-                await asyncio.gather(*(subscription.commit(r) for r in records))
+                await subscription.commit(*records)
         finally:
             engine_task.cancel()
             await asyncio.gather(engine_task, return_exceptions=True)

@@ -16,6 +16,7 @@ from voxwire.store import SessionRecord
 from voxwire.store.hot import HotSession, HotState, HotStateError
 from voxwire_client.messages import (
     ErrorMessage,
+    Message,
     ProgressMessage,
     SegmentData,
     SegmentMessage,
@@ -160,3 +161,23 @@ async def test_apply_many_folds_a_batch_in_order(hot: HotState) -> None:
     assert (p1.status, p1.percent, p1.last_seq) == (SessionStatus.COMPLETED, 100, 2)
     assert (p2.status, p2.percent, p2.last_seq) == (SessionStatus.TRANSCRIBING, 30, 2)
     assert await hot.active("t5") == ["p2"]
+
+
+async def test_apply_many_matches_applying_one_by_one(hot: HotState) -> None:
+    def story(sid: str) -> list[Message]:
+        return [
+            _progress(sid, 5, SessionStatus.TRANSCRIBING, 50),
+            _progress(sid, 3, SessionStatus.TRANSCRIBING, 30),  # late: changes nothing
+            ErrorMessage(sid=sid, seq=6, code="engine", message="broke", fatal=True),
+            SegmentMessage(sid=sid, seq=8, type="final", segment=SegmentData(
+                id=f"{sid}-0", index=0, start_ms=0, end_ms=1, text="x")),
+            _progress(sid, 4, SessionStatus.TRANSCRIBING, 40),  # older than the failure
+        ]  # fmt: skip
+
+    await hot.apply_many(story("m1"), tenant_id="t6")
+    for message in story("m2"):
+        await hot.apply(message, tenant_id="t6")
+    m1, m2 = await hot.get("m1"), await hot.get("m2")
+    assert m1 is not None and m2 is not None
+    assert (m1.status, m1.percent, m1.last_seq) == (SessionStatus.FAILED, 50, 8)
+    assert (m2.status, m2.percent, m2.last_seq) == (m1.status, m1.percent, m1.last_seq)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -209,6 +209,39 @@ async def test_record_messages_batch_is_idempotent(backend: Backend) -> None:
     assert (b2.status, b2.percent, b2.last_seq) == (SessionStatus.TRANSCRIBING, 10, 4)
     assert [s.text for s in await store.segments("b2")] == ["one", "two"]
     assert [m.seq for m in await store.messages_after("b1", 0)] == [1, 2, 3, 4, 5]
+
+
+async def test_a_batch_has_the_effect_of_its_messages_one_by_one(backend: Backend) -> None:
+    store = backend.store
+    tenant = await store.create_tenant("acme")
+
+    def story(sid: str) -> list[Message]:
+        return [
+            ProgressMessage(sid=sid, seq=1, status=SessionStatus.TRANSCRIBING, percent=20,
+                            duration_ms=4000),
+            SegmentMessage(sid=sid, seq=2, type="final", segment=_seg(sid, 0, "one")),
+            MatchMessage(sid=sid, seq=3, prompt_id="p", prompt="one", score=1.0, start_ms=0,
+                         end_ms=900, text="one", highlight="<em>one</em>", segment_ids=("0",)),
+            SegmentMessage(sid=sid, seq=4, type="final", segment=_seg(sid, 0, "won")),
+            TranscriptMessage(sid=sid, seq=5, text="won", language="en", duration_ms=3900,
+                              segments=(_seg(sid, 0, "won"),)),
+            ProgressMessage(sid=sid, seq=6, status=SessionStatus.TRANSCRIBING, percent=90,
+                            duration_ms=3000),
+            ErrorMessage(sid=sid, seq=7, code="engine", message="it broke", fatal=True),
+        ]  # fmt: skip
+
+    for sid in ("whole", "single"):
+        await _session(store, sid, tenant.id)
+    assert await store.record_messages(story("whole")) == 7
+    for message in story("single"):
+        assert await store.record_message(message)
+    whole, single = await store.get_session("whole"), await store.get_session("single")
+    assert whole is not None and single is not None
+    assert whole.status == SessionStatus.FAILED and whole.error_message == "it broke"
+    assert (whole.percent, whole.duration_ms, whole.language) == (90, 3900, "en")
+    assert whole == replace(single, sid="whole", created_at=whole.created_at)
+    assert [s.text for s in await store.segments("whole")] == ["won"]
+    assert [m.text for m in await store.matches("whole")] == ["one"]
 
 
 async def test_final_segments_replace_by_index_in_order(backend: Backend) -> None:

@@ -33,8 +33,8 @@ class Subscription(Protocol):
         behind it, up to ``max_records``, in order."""
         ...
 
-    async def commit(self, record: Record) -> None:
-        """Mark ``record`` done: it will not be delivered to the group again."""
+    async def commit(self, *records: Record) -> None:
+        """Mark ``records`` done: they will not be delivered to the group again."""
         ...
 
     async def close(self) -> None: ...

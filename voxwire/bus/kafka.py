@@ -13,16 +13,19 @@ confluent-kafka serialises calls, so a commit would wait behind a blocked poll):
 
     event loop                          consumer thread
     next() / next_batch()  -- fetch --> poll; records started in the OffsetTracker
-    commit(record)         -- finish -> OffsetTracker.finished; commit (coalesced)
+    commit(*records)       -- finish -> OffsetTracker.finished; commit (coalesced, async)
     close()                -- close --> last commit, consumer.close() (leaves the group)
 
 Commits never skip work: :class:`~voxwire.bus.offsets.OffsetTracker` commits
 the lowest offset still in flight, so N jobs of one partition may run at once.
 ``commit`` returns once the broker has stored a position covering the record
 (or at once when an earlier record of its partition is still in flight).
-Commits that arrive together are sent as one request: callers that commit
-many records should ``asyncio.gather`` the commits rather than await them one
-by one (a broker round trip each).
+Commits that arrive together are sent as one request: callers that finish
+many records should pass them to one ``commit`` call. Commits are sent
+asynchronously (librdkafka's ``on_commit`` reports the outcome while the thread
+keeps fetching), so a slow commit never holds up the next records: measured
+with a synchronous commit per batch, produce-to-consume p99 at 2.6k records/s
+was 309 ms.
 
 Between requests the thread keeps polling (every ``keepalive_s``), so the group
 sees the member alive and rebalances are served even while every engine of a
@@ -62,6 +65,7 @@ librdkafka_log = logging.getLogger("voxwire.bus.librdkafka")
 ConfigValue = str | int | float | bool
 T = TypeVar("T")
 
+_COMMIT_POLL_S = 0.002  # how often the thread polls for commit reports while idle
 _TOPICS_HINT = "create the topics first: voxwire.bus.topics.kafka_init"
 
 
@@ -282,7 +286,7 @@ class _Fetch:
 @dataclass(slots=True)
 class _Finish:
     future: asyncio.Future[None]
-    record: Record
+    records: tuple[Record, ...]
 
 
 @dataclass(slots=True)
@@ -321,12 +325,13 @@ class KafkaSubscription:
         self._paused = False
         self._dirty: dict[int, int] = {}
         self._waiters: list[asyncio.Future[None]] = []
+        self._committing: deque[tuple[dict[int, int], list[asyncio.Future[None]]]] = deque()
         self._retry_at = 0.0
         self._keepalive_at = 0.0
         self._close: _Close | None = None
         self._failure: BusError | None = None
         self._assignment: frozenset[int] = frozenset()
-        config = {**config, "error_cb": self._on_error}
+        config = {**config, "error_cb": self._on_error, "on_commit": self._on_commit}
         try:
             self._consumer = Consumer(config)
             self._consumer.subscribe(
@@ -361,14 +366,19 @@ class KafkaSubscription:
         self._submit(_Fetch(future, max_records))
         return await future
 
-    async def commit(self, record: Record) -> None:
-        """Mark ``record`` done; return once a position covering it is committed
-        (at once when an earlier record of its partition is still in flight)."""
+    async def commit(self, *records: Record) -> None:
+        """Mark ``records`` done; return once positions covering them are committed
+        (at once for those behind a record of their partition still in flight)."""
         self._check_open()
-        if record.topic != self.topic:
-            raise BusError(f"record of {record.topic} committed on a subscription to {self.topic}")
+        for record in records:
+            if record.topic != self.topic:
+                raise BusError(
+                    f"record of {record.topic} committed on a subscription to {self.topic}"
+                )
+        if not records:
+            return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._submit(_Finish(future, record))
+        self._submit(_Finish(future, records))
         await future
 
     async def close(self) -> None:
@@ -415,8 +425,8 @@ class KafkaSubscription:
                 fetch = self._pending_fetch()
                 if fetch is not None:
                     self._serve(fetch)
-                elif time.monotonic() >= self._keepalive_at:
-                    self._keepalive()
+                elif self._committing or time.monotonic() >= self._keepalive_at:
+                    self._keepalive()  # also serves on_commit
         except BaseException as exc:  # reported to every waiter below
             log.exception("Kafka consumer of %s (group %s) failed", self.topic, self.group)
             failure = exc
@@ -425,10 +435,13 @@ class KafkaSubscription:
 
     def _take_commands(self) -> None:
         timeout = 0.0
-        if not self._fetches and not self._dirty:
-            timeout = max(0.0, self._keepalive_at - time.monotonic())
-        elif not self._fetches:
-            timeout = max(0.0, min(self._keepalive_at, self._retry_at) - time.monotonic())
+        if not self._fetches:
+            wake = self._keepalive_at
+            if self._dirty:
+                wake = min(wake, self._retry_at)
+            if self._committing:
+                wake = min(wake, time.monotonic() + _COMMIT_POLL_S)
+            timeout = max(0.0, wake - time.monotonic())
         try:
             command = self._commands.get(block=timeout > 0, timeout=timeout or None)
         except queue.Empty:
@@ -446,44 +459,64 @@ class KafkaSubscription:
                 return
 
     def _finish(self, command: _Finish) -> None:
-        record = command.record
-        position = self._tracker.finished(record.partition, record.offset)
-        if position is None:
-            _settle(command.future, None)
-        else:
-            self._dirty[record.partition] = position
+        advanced = False
+        for record in command.records:
+            position = self._tracker.finished(record.partition, record.offset)
+            if position is not None:
+                self._dirty[record.partition] = position
+                advanced = True
+        if advanced:
             self._waiters.append(command.future)
+        else:
+            _settle(command.future, None)
 
     def _flush(self, *, force: bool = False) -> None:
-        """Commit the positions that advanced, in one request."""
+        """Commit the positions that advanced, in one asynchronous request."""
         if not self._dirty or (not force and time.monotonic() < self._retry_at):
             return
-        offsets = [TopicPartition(self.topic, p, pos) for p, pos in self._dirty.items()]
+        positions, self._dirty = self._dirty, {}
         waiters, self._waiters = self._waiters, []
-        error: KafkaError | KafkaException | None
+        offsets = [TopicPartition(self.topic, p, pos) for p, pos in positions.items()]
         try:
-            result = self._consumer.commit(offsets=offsets, asynchronous=False)
+            self._consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
-            error = _kafka_error(exc) or exc
-            failed = {tp.partition for tp in offsets}
-        else:
-            failed = {tp.partition for tp in result if tp.error is not None}
-            error = next((tp.error for tp in result if tp.error is not None), None)
-        for partition in set(self._dirty) - failed:
-            del self._dirty[partition]
-        if not failed:
+            self._commit_failed(positions, waiters, _kafka_error(exc) or exc)
+            return
+        self._committing.append((positions, waiters))
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """librdkafka's report on a commit (called inside poll, on this thread)."""
+        committed = {tp.partition: tp.offset for tp in partitions}
+        entry = next((e for e in self._committing if e[0] == committed), None)
+        if entry is None:
+            if not self._committing:
+                return
+            entry = self._committing[0]
+        self._committing.remove(entry)
+        positions, waiters = entry
+        error = error or next((tp.error for tp in partitions if tp.error is not None), None)
+        if error is None:
             for future in waiters:
                 _settle(future, None)
-            return
+        else:
+            self._commit_failed(positions, waiters, error)
+
+    def _commit_failed(
+        self,
+        positions: dict[int, int],
+        waiters: list[asyncio.Future[None]],
+        error: KafkaError | KafkaException,
+    ) -> None:
+        for partition, position in positions.items():
+            if partition in self._assignment:  # a newer position already covers it
+                self._dirty.setdefault(partition, position)
         self._retry_at = time.monotonic() + 1.0
         log.warning("commit on %s failed (will retry): %s", self.topic, error)
+        failure = BusError(
+            f"commit on {self.topic} failed: {error}; the record may be delivered again"
+        )
         for future in waiters:
-            _settle(
-                future,
-                BusError(
-                    f"commit on {self.topic} failed: {error}; the record may be delivered again"
-                ),
-            )
+            _settle(future, failure)
 
     def _pending_fetch(self) -> _Fetch | None:
         while self._fetches and self._fetches[0].future.cancelled():
@@ -549,12 +582,20 @@ class KafkaSubscription:
         return BusError(f"consuming {self.topic} (group {self.group}): {error.str()}", hint=hint)
 
     def _keepalive(self) -> None:
-        """Poll while nobody asks, so the group sees us alive; hold what comes."""
-        self._keepalive_at = time.monotonic() + self._options.keepalive_s
+        """Poll while nobody asks, so the group sees us alive; hold what comes.
+
+        While commit reports are awaited, this polls every few milliseconds:
+        what comes then is held without pausing (pausing drops librdkafka's
+        prefetch, and the next fetch is usually moments away) up to a bound.
+        """
+        idle = time.monotonic() >= self._keepalive_at
+        if idle:
+            self._keepalive_at = time.monotonic() + self._options.keepalive_s
         message = self._consumer.poll(0)
         if message is not None:
             self._held.append(message)
-            self._set_paused(True)
+            if idle or len(self._held) >= self._options.prefetch_messages:
+                self._set_paused(True)
 
     def _set_paused(self, paused: bool) -> None:
         partitions = self._consumer.assignment()
@@ -603,6 +644,9 @@ class KafkaSubscription:
     def _shutdown(self, failure: BaseException | None) -> None:
         if failure is None:
             self._flush(force=True)
+            deadline = time.monotonic() + self._options.close_timeout_s
+            while self._committing and time.monotonic() < deadline:
+                self._consumer.poll(_COMMIT_POLL_S)  # serves on_commit; records are dropped
         try:
             self._consumer.close()
         except (KafkaException, RuntimeError) as exc:
@@ -623,7 +667,7 @@ class KafkaSubscription:
                 pending.append(self._commands.get_nowait())
             except queue.Empty:
                 break
-        for future in self._waiters:
+        for future in self._waiters + [f for _, ws in self._committing for f in ws]:
             _settle(future, error)
         for command in pending:
             _answer(command, error)

@@ -40,8 +40,8 @@ class MemorySubscription:
             batch.append(self._queue.get_nowait())
         return batch
 
-    async def commit(self, record: Record) -> None:
-        self.committed = max(self.committed, record.offset)
+    async def commit(self, *records: Record) -> None:
+        self.committed = max(self.committed, max((r.offset for r in records), default=-1))
 
     async def close(self) -> None:
         self._closed = True

@@ -22,8 +22,8 @@ class _NamespacedSubscription:
     async def next_batch(self, max_records: int) -> list[Record]:
         return [self._strip(r) for r in await self._inner.next_batch(max_records)]
 
-    async def commit(self, record: Record) -> None:
-        await self._inner.commit(replace(record, topic=self._prefix + record.topic))
+    async def commit(self, *records: Record) -> None:
+        await self._inner.commit(*(replace(r, topic=self._prefix + r.topic) for r in records))
 
     async def close(self) -> None:
         await self._inner.close()

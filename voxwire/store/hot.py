@@ -133,8 +133,24 @@ class HotState:
         await self._run([_update_of(message, tenant_id)])
 
     async def apply_many(self, messages: Sequence[Message], tenant_id: str | None = None) -> None:
-        """Fold a batch of messages, in order, in two round trips."""
-        await self._run([_update_of(m, tenant_id) for m in messages])
+        """Fold a batch of messages, in order, in two round trips.
+
+        Only the messages that can decide the outcome are sent: per session the
+        latest progress, the latest status change and the highest ``seq``.
+        """
+        updates = [_update_of(m, tenant_id) for m in messages]
+        deciding: dict[tuple[str, str], int] = {}  # (sid, role) -> index in updates
+        for i, u in enumerate(updates):
+            roles = ["seq"]
+            if u.status is not None:
+                roles.append("status")
+            if u.percent is not None:
+                roles.append("progress")
+            for role in roles:
+                best = deciding.get((u.sid, role))
+                if best is None or u.seq >= updates[best].seq:
+                    deciding[(u.sid, role)] = i
+        await self._run([updates[i] for i in sorted(set(deciding.values()))])
 
     async def get(self, sid: str) -> HotSession | None:
         """The session's hot state, or None when unknown or expired."""
