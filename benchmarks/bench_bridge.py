@@ -1,7 +1,9 @@
 """Bridge delivery: the MQTT ceiling, then Kafka -> bridge -> Mosquitto -> subscriber.
 
 Both in one run against the servers of `make services`, with the same ~1 KB
-QoS 1 payloads:
+QoS 1 payloads, the subscriber in a process of its own (in the publisher's
+process its clock was delayed by the publishing: the ceiling read 5.2k msg/s
+with it there, 7.5k with it apart):
 
 1. ceiling: a paho publisher -> Mosquitto -> a paho subscriber, as fast as it
    goes (throughput) and paced at a fixed rate (latency percentiles);
@@ -13,7 +15,7 @@ QoS 1 payloads:
    publish to Mosquitto) to a subscriber; then latency at a paced rate.
 
     set -a; eval "$(scripts/services.sh env)"; set +a
-    .venv/bin/python benchmarks/bench_bridge.py [--count 20000] [--rate 2000]
+    .venv/bin/python benchmarks/bench_bridge.py [--count 20000] [--rate MSGS_PER_S]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import secrets
 import statistics
@@ -28,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -44,45 +47,59 @@ from voxwire.distributed import broker_address
 from voxwire_client.messages import MatchMessage, encode_message
 
 
-@dataclass
 class Receiver:
-    """A paho subscriber that notes when each message arrived."""
+    """A paho subscriber in a process of its own (so the publishing side never
+    delays its clock) that notes when each message arrived, by ``seq``."""
 
-    host: str
-    port: int
-    user: str
-    password: str
-    topic: str
-    arrivals: dict[int, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.ready = threading.Event()
-        self.client = paho.Client(
-            CallbackAPIVersion.VERSION2, client_id="bench-rx-" + secrets.token_hex(3)
+    def __init__(self, host: str, port: int, user: str, password: str, topic: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=_receive, args=(child, host, port, user, password, topic), daemon=True
         )
-        self.client.username_pw_set(self.user, self.password)
-        self.client.max_inflight_messages_set(1000)
-        self.client.on_connect = lambda c, *_: c.subscribe(self.topic, qos=1)
-        self.client.on_subscribe = lambda *_: self.ready.set()
-        self.client.on_message = self._on_message
-
-    def _on_message(self, _c: Any, _u: Any, msg: paho.MQTTMessage) -> None:
-        body = json.loads(msg.payload)
-        self.arrivals[int(body["seq"])] = time.time()
 
     def start(self) -> None:
-        self.client.connect(self.host, self.port)
-        self.client.loop_start()
-        self.ready.wait(10)
+        self._process.start()
+        if not self._conn.poll(30) or self._conn.recv() != "ready":
+            raise RuntimeError("the receiver did not subscribe within 30 s")
 
-    def wait(self, count: int, timeout: float = 300) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.arrivals) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def collect(self, first: int, last: int, timeout: float = 300) -> dict[int, float]:
+        """Arrival times of seqs ``first..last``, once all came or ``timeout`` passed."""
+        self._conn.send((first, last, timeout))
+        arrivals: dict[int, float] = self._conn.recv()
+        return arrivals
 
     def stop(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
+        self._conn.send(None)
+        self._process.join(10)
+
+
+def _receive(conn: Connection, host: str, port: int, user: str, pw: str, topic: str) -> None:
+    arrivals: dict[int, float] = {}
+    ready = threading.Event()
+
+    def on_message(_c: Any, _u: Any, msg: paho.MQTTMessage) -> None:
+        arrivals[int(json.loads(msg.payload)["seq"])] = time.time()
+
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id="bench-rx-" + secrets.token_hex(3))
+    client.username_pw_set(user, pw)
+    client.max_inflight_messages_set(1000)
+    client.on_connect = lambda c, *_: c.subscribe(topic, qos=1)
+    client.on_subscribe = lambda *_: ready.set()
+    client.on_message = on_message
+    client.connect(host, port)
+    client.loop_start()
+    ready.wait(10)
+    conn.send("ready")
+    while (request := conn.recv()) is not None:
+        first, last, timeout = request
+        deadline = time.monotonic() + timeout
+        wanted = range(first, last + 1)
+        while time.monotonic() < deadline and not all(s in arrivals for s in wanted):
+            time.sleep(0.01)
+        conn.send({s: arrivals.pop(s) for s in wanted if s in arrivals})
+    client.disconnect()
+    client.loop_stop()
 
 
 def message(sid: str, seq: int) -> bytes:
@@ -124,21 +141,21 @@ def ceiling(host: str, port: int, user: str, pw: str, count: int, rate: float) -
     topic = f"transcription/{sid}/match"
     start = time.time()
     futures = [tx.publish(topic, message(sid, i + 1), retain=False) for i in range(count)]
-    rx.wait(count)
-    elapsed = max(rx.arrivals.values()) - start
+    arrivals = rx.collect(1, count)
+    elapsed = max(arrivals.values()) - start
     for f in futures:
         f.result(30)
-    throughput = len(rx.arrivals) / elapsed
+    throughput = len(arrivals) / elapsed
     # paced run for latency
-    rx.arrivals.clear()
     sent: dict[int, float] = {}
     paced = min(count, int(rate * 5))
     for i in range(paced):
-        sent[i + 1] = time.time()
-        tx.publish(topic, message(sid, i + 1), retain=False)
-        time.sleep(max(0.0, (i + 1) / rate - (time.time() - sent[1])))
-    rx.wait(paced)
-    latencies = [rx.arrivals[s] - t for s, t in sent.items() if s in rx.arrivals]
+        seq = count + i + 1
+        sent[seq] = time.time()
+        tx.publish(topic, message(sid, seq), retain=False)
+        time.sleep(max(0.0, (i + 1) / rate - (time.time() - sent[count + 1])))
+    arrivals = rx.collect(count + 1, count + paced)
+    latencies = [arrivals[s] - t for s, t in sent.items() if s in arrivals]
     p50, p99 = percentiles(latencies)
     tx.close()
     rx.stop()
@@ -208,12 +225,10 @@ async def bridge(settings: Any, count: int, rate: float) -> dict[str, float]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        await asyncio.to_thread(rx.wait, count)
-        arrivals = sorted(rx.arrivals.values())
-        throughput = len(arrivals) / (arrivals[-1] - arrivals[0])
-        lost = count - len(arrivals)
+        drained = sorted((await asyncio.to_thread(rx.collect, 1, count)).values())
+        throughput = len(drained) / (drained[-1] - drained[0])
+        lost = count - len(drained)
         # latency at a paced rate, the bridge running
-        rx.arrivals.clear()
         sent: dict[int, float] = {}
         paced = min(count, int(rate * 5))
         t0 = time.time()
@@ -226,13 +241,13 @@ async def bridge(settings: Any, count: int, rate: float) -> dict[str, float]:
             )
             await asyncio.sleep(max(0.0, (i + 1) / rate - (time.time() - t0)))
         await asyncio.gather(*producing)
-        await asyncio.to_thread(rx.wait, paced)
+        arrivals = await asyncio.to_thread(rx.collect, count + 1, count + paced)
     finally:
         process.terminate()
         process.wait(30)
         rx.stop()
         await bus.close()
-    latencies = [rx.arrivals[s] - t for s, t in sent.items() if s in rx.arrivals]
+    latencies = [arrivals[s] - t for s, t in sent.items() if s in arrivals]
     p50, p99 = percentiles(latencies)
     return {
         "msgs_per_s": throughput,
