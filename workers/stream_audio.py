@@ -37,12 +37,13 @@ _SAMPLES_PER_MS = SAMPLE_RATE // 1000
 class FrameSplitter:
     """Cuts a stream of chunks into frames of ``frame_samples`` samples."""
 
-    def __init__(self, frame_samples: int = 512) -> None:
+    def __init__(self, frame_samples: int = 512, *, start_sample: int = 0) -> None:
+        """``start_sample``: the stream sample index of the first sample pushed."""
         if frame_samples <= 0 or frame_samples % _SAMPLES_PER_MS:
             raise ValueError(f"a frame of {frame_samples} samples is not a whole number of ms")
         self.frame_samples = frame_samples
         self._pending = np.empty(0, dtype=np.float32)
-        self._next_start = 0  # sample index of the next frame
+        self._next_start = start_sample  # sample index of the next frame
 
     def push(self, samples: Audio) -> list[tuple[int, Audio]]:
         """Append ``samples``; return the frames now complete as
@@ -72,14 +73,15 @@ class SegmentBuffer:
     never calls :meth:`discard_before`.
     """
 
-    def __init__(self, max_seconds: float = 120.0) -> None:
+    def __init__(self, max_seconds: float = 120.0, *, start_sample: int = 0) -> None:
+        """``start_sample``: the stream sample index of the first sample appended."""
         self._max = int(max_seconds * SAMPLE_RATE)
         if self._max <= 0:
             raise ValueError("a segment buffer must hold some audio")
         self._data = np.empty(min(self._max, 10 * SAMPLE_RATE), dtype=np.float32)
         self._head = 0  # index in _data of the oldest sample held
         self._tail = 0  # index in _data after the newest sample
-        self._origin = 0  # stream sample index of _data[_head]
+        self._origin = start_sample  # stream sample index of _data[_head]
 
     @property
     def start_ms(self) -> int:

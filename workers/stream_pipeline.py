@@ -74,7 +74,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Literal
 
 import numpy as np
 
@@ -100,6 +99,7 @@ from voxwire_client.messages import (
     ErrorMessage,
     LatencyData,
     MatchMessage,
+    Message,
     ProgressMessage,
     SegmentData,
     SegmentMessage,
@@ -174,6 +174,28 @@ class StreamConfig:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Where a stream stands after a message it emitted: what another worker
+    needs to go on from there without repeating or losing a final (see
+    :mod:`voxwire.workers.stream_worker`). The audio before the point is
+    settled: finals cover it, or it held no words."""
+
+    next_seq: int
+    finals: tuple[SegmentData, ...] = ()
+    chunk: int = 0
+    """The first chunk holding audio that is not settled."""
+    skip_samples: int = 0
+    """Samples at the start of that chunk that are settled."""
+    stream_sample: int = 0
+    """The stream time of the point, in samples."""
+    pending: tuple[Message, ...] = ()
+    """Messages decided with the last one (a final's matches, the completion),
+    seq already given: emitted first on resuming."""
+    finished: bool = False
+    """The transcript was emitted: nothing more but ``pending``."""
+
+
 # --- messages with stream metadata (excluded from the JSON until the contract has it) --------
 
 
@@ -209,6 +231,16 @@ class FinalWork(_SliceWork):
     """Transcribe and commit a segment; never skipped."""
 
     reason: FinalReason
+    settled: tuple[int, int]
+    """(chunk, samples of it) where the audio after the segment starts."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayWork:
+    """Emit messages decided before the stream was resumed here, as they are."""
+
+    messages: tuple[Message, ...]
+    decided_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +252,7 @@ class ProgressWork:
     decided_at: float
 
 
-Work = PartialWork | FinalWork | ProgressWork
+Work = PartialWork | FinalWork | ProgressWork | ReplayWork
 
 
 class StreamSession:
@@ -239,11 +271,18 @@ class StreamSession:
         vad: Vad,
         now: Callable[[], float],
         first_seq: int = 2,
+        resume: Resume | None = None,
     ) -> None:
         """Raises ``InvalidSessionIdError`` (a ``ValueError``) for an unsafe ``sid``
-        and :class:`ConfigError` for an unusable prompt."""
+        and :class:`ConfigError` for an unusable prompt.
+
+        ``resume`` goes on from where another worker left the stream: chunks
+        before ``resume.chunk`` are ignored as redeliveries, the settled start
+        of that chunk is skipped, and seq, segment index and stream time carry on.
+        """
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
+        origin = resume.stream_sample if resume else 0
         self.sid = validate_sid(sid)
         self.config = config
         self._engine, self._emit, self._vad, self._now = engine, emit, vad, now
@@ -256,14 +295,15 @@ class StreamSession:
                 f"unusable prompts: {exc}", hint="fix the session's prompts", sid=sid
             ) from exc
         # ingestion side (push/end)
-        self._endpointer = Endpointer(config.endpointing)
-        self._splitter = FrameSplitter(FRAME_SAMPLES)
-        self._buffer = SegmentBuffer(max_seconds=2 * config.max_segment_s + 10)
+        self._endpointer = Endpointer(config.endpointing, start_ms=origin // _SAMPLES_PER_MS)
+        self._splitter = FrameSplitter(FRAME_SAMPLES, start_sample=origin)
+        self._buffer = SegmentBuffer(max_seconds=2 * config.max_segment_s + 10, start_sample=origin)
         self._tail: Audio = np.empty(0, dtype=np.float32)  # samples not yet in a frame
-        self._samples = 0  # samples accepted so far
-        self._arrivals: deque[tuple[int, float]] = deque()  # (end sample of a chunk, received_at)
+        self._samples = origin  # stream time at the end of the accepted audio, in samples
+        self._arrivals: deque[_Arrival] = deque()
         self._probabilities: deque[tuple[int, float]] = deque()  # (frame start ms, probability)
-        self._next_chunk = 0
+        self._next_chunk = resume.chunk if resume else 0
+        self._skip = resume.skip_samples if resume else 0  # settled samples of the next chunk
         self._ended = False
         # shared: the queue (guarded by _lock), seq and emit (guarded by _emit_lock)
         self._lock = threading.Lock()
@@ -272,12 +312,32 @@ class StreamSession:
         self._closed = False  # a fatal error was emitted
         self.skipped_partials = 0
         self._emit_lock = threading.Lock()
-        self._seq = first_seq
+        self._seq = resume.next_seq if resume else first_seq
         # engine side (run_pending/finish)
-        self._finals: list[SegmentData] = []
+        self._finals: list[SegmentData] = list(resume.finals) if resume else []
+        self._settled = (self._next_chunk, self._skip, origin)  # (chunk, skip, stream sample)
+        self._pending: tuple[Message, ...] = ()  # decided with the message being emitted
         self._last_partial: tuple[int, str] | None = None  # (segment start, text)
         self._finished = False
-        self._enqueue(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
+        if resume is None:
+            self._enqueue(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
+        else:
+            self._ended = self._finished = resume.finished
+            if resume.pending:
+                self._enqueue(ReplayWork(resume.pending, now()))
+
+    def resume_point(self) -> Resume:
+        """Where the stream stands after the last message emitted (engine side:
+        call it from ``emit``, or with no emission running)."""
+        chunk, skip, sample = self._settled
+        return Resume(
+            self._seq, tuple(self._finals), chunk, skip, sample, self._pending, self._finished
+        )
+
+    @property
+    def finished(self) -> bool:
+        """The transcript was emitted (here or, for a resumed stream, before)."""
+        return self._finished
 
     # --- ingestion ------------------------------------------------------------------------------
 
@@ -308,10 +368,13 @@ class StreamSession:
         except AudioError as exc:
             exc.sid = self.sid
             raise
+        if self._skip:  # settled before this stream was resumed here
+            samples, self._skip = samples[self._skip :], 0
         if samples.size == 0:
             return
+        first = self._samples
         self._samples += samples.size
-        self._arrivals.append((self._samples, received_at))
+        self._arrivals.append(_Arrival(chunk_seq, first, self._samples, received_at))
         for start_ms, frame in self._splitter.push(samples):
             self._buffer.append(frame)
             probability = self._vad.speech_probability(frame)
@@ -366,10 +429,12 @@ class StreamSession:
         probabilities = [p for s, p in self._probabilities if start <= s < end]
         vad_mean = float(np.mean(probabilities)) if probabilities else 0.0
         end_sample = end * _SAMPLES_PER_MS
-        arrived = next((at for last, at in self._arrivals if last >= end_sample), decided_at)
+        arrived = next((a.received_at for a in self._arrivals if a.end >= end_sample), decided_at)
         if isinstance(event, PartialDue):
             return PartialWork(start, end, audio, vad_mean, arrived, decided_at)
-        return FinalWork(start, end, audio, vad_mean, arrived, decided_at, event.reason)
+        after = next((a for a in self._arrivals if a.end > end_sample), None)
+        settled = (after.chunk, end_sample - after.start) if after else (self._next_chunk, 0)
+        return FinalWork(start, end, audio, vad_mean, arrived, decided_at, event.reason, settled)
 
     def _forget_old(self) -> None:
         """Drop what no later event can reach back to: memory stays bounded."""
@@ -377,7 +442,7 @@ class StreamSession:
         self._buffer.discard_before(keep_ms)
         while self._probabilities and self._probabilities[0][0] < keep_ms:
             self._probabilities.popleft()
-        while len(self._arrivals) > 1 and self._arrivals[0][0] < keep_ms * _SAMPLES_PER_MS:
+        while len(self._arrivals) > 1 and self._arrivals[0].end < keep_ms * _SAMPLES_PER_MS:
             self._arrivals.popleft()
 
     def _keep_tail(self, samples: Audio) -> None:
@@ -390,7 +455,9 @@ class StreamSession:
         with self._lock:
             if self._closed:
                 return
-            if not isinstance(work, ProgressWork):  # it supersedes queued partials of its segment
+            if isinstance(
+                work, PartialWork | FinalWork
+            ):  # supersedes queued partials of its segment
                 start = work.start_ms
                 stale = [
                     w for w in self._queue if isinstance(w, PartialWork) and w.start_ms == start
@@ -428,22 +495,23 @@ class StreamSession:
         if self._finished:
             return
         self.run_pending()
-        self._finished = True
         if self._closed:
+            self._finished = True
             return
         duration = self.stream_ms
         with self._emit_lock:
-            self._emit(
-                TranscriptMessage(
-                    sid=self.sid,
-                    seq=self._next_seq(),
-                    text=" ".join(s.text for s in self._finals),
-                    language=self._language,
-                    duration_ms=duration,
-                    segments=tuple(self._finals),
-                )
+            transcript = TranscriptMessage(
+                sid=self.sid,
+                seq=self._next_seq(),
+                text=" ".join(s.text for s in self._finals),
+                language=self._language,
+                duration_ms=duration,
+                segments=tuple(self._finals),
             )
-            self._emit(self._progress_message(SessionStatus.COMPLETED, duration, speech=False))
+            completed = self._progress_message(SessionStatus.COMPLETED, duration, speech=False)
+            self._finished = True
+            self._settled = (self._next_chunk, 0, self._samples)  # no audio comes after end()
+            self._emit_all([transcript, completed])
 
     def error(self, exc: VoxwireError, *, fatal: bool = False) -> None:
         """Emit ``exc`` as an error message (from any thread). A fatal error
@@ -466,7 +534,19 @@ class StreamSession:
                     self._closed = True
                     self._queue.clear()
 
+    def _emit_all(self, messages: list[Message]) -> None:
+        """Emit messages decided together (seqs given); hold ``_emit_lock``. A
+        resume point taken meanwhile lists those still to come as pending."""
+        for i, message in enumerate(messages):
+            self._pending = tuple(messages[i + 1 :])
+            self._emit(message)
+        self._pending = ()
+
     def _run(self, work: Work) -> None:
+        if isinstance(work, ReplayWork):
+            with self._emit_lock:
+                self._emit_all(list(work.messages))
+            return
         if isinstance(work, ProgressWork):
             with self._emit_lock:
                 status = SessionStatus.TRANSCRIBING
@@ -504,24 +584,37 @@ class StreamSession:
             return
         self._last_partial = (work.start_ms, text)
         with self._emit_lock:
-            self._send_segment("partial", work, text, latency)
+            data = self._segment_data(work, text)
+            self._emit(
+                StreamSegmentMessage(
+                    sid=self.sid,
+                    seq=self._next_seq(),
+                    type="partial",
+                    segment=data,
+                    latency=latency,
+                )
+            )
 
     def _final(self, work: FinalWork, text: str, latency: LatencyData) -> None:
         self._last_partial = None
-        if not text:
-            return
         with self._emit_lock:
-            data = self._send_segment("final", work, text, latency)
-            self._finals.append(data)
-            for hit in self._matcher.match(data.id, data.text, data.start_ms, data.end_ms):
-                self._emit(_match_message(self.sid, self._next_seq(), hit))
+            self._settled = (*work.settled, work.end_ms * _SAMPLES_PER_MS)
+            if not text:
+                return
+            data = self._segment_data(work, text)
+            self._finals.append(data)  # before emitting: the resume point includes it
+            final = StreamSegmentMessage(
+                sid=self.sid, seq=self._next_seq(), type="final", segment=data, latency=latency
+            )
+            hits = self._matcher.match(data.id, data.text, data.start_ms, data.end_ms)
+            matches = [_match_message(self.sid, self._next_seq(), hit) for hit in hits]
+            self._emit_all([final, *matches])
 
-    def _send_segment(
-        self, kind: Literal["partial", "final"], work: _SliceWork, text: str, latency: LatencyData
-    ) -> SegmentData:
-        """Emit a segment (a partial carries the index its final will have); hold ``_emit_lock``."""
+    def _segment_data(self, work: _SliceWork, text: str) -> SegmentData:
+        """A segment of the next final's index (a partial carries the index its
+        final will have, so a client replaces it)."""
         index = len(self._finals)
-        data = SegmentData(
+        return SegmentData(
             id=f"{self.sid}-{index}",
             index=index,
             start_ms=work.start_ms,
@@ -529,12 +622,6 @@ class StreamSession:
             text=text,
             language=self._language,
         )
-        self._emit(
-            StreamSegmentMessage(
-                sid=self.sid, seq=self._next_seq(), type=kind, segment=data, latency=latency
-            )
-        )
-        return data
 
     def _progress_message(
         self, status: SessionStatus, stream_ms: int, *, speech: bool
@@ -554,6 +641,16 @@ class StreamSession:
         """The next seq; call with ``_emit_lock`` held."""
         seq, self._seq = self._seq, self._seq + 1
         return seq
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrival:
+    """An accepted chunk: its number, its samples' place in the stream, its arrival."""
+
+    chunk: int
+    start: int
+    end: int
+    received_at: float
 
 
 def is_hallucination(text: str, vad_mean: float) -> bool:

@@ -13,6 +13,19 @@ Ingestion (VAD and endpointing) runs on the event loop and only queues work;
 one engine thread transcribes the queued work of every session in turn, so a
 slow transcription never holds up audio. Bad chunks get a non-fatal error
 message on their session and never touch other sessions.
+
+Surviving a crash. Before a message goes to the bus, the worker saves the
+session's checkpoint (:mod:`voxwire.workers.stream_checkpoints`): the message
+and the resume point after it. An audio record is committed only once the
+audio it holds is settled (the saved resume point is past its chunk) or its
+session is done, so after a crash the group hands the partition to another
+worker with every unsettled record still to come. That worker meets a session
+it does not know, loads its checkpoint, emits the saved message again and
+goes on from the resume point; seq, segment index and stream time carry on,
+and no final is repeated or lost (``test_a_stream_resumed_after_any_message``
+and the distributed fault test show it). A worker that loses a session's
+partition to a rebalance (another worker joined) drops the session without
+emitting more: the new owner resumes it the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +35,7 @@ import base64
 import binascii
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,10 +44,11 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from voxwire.bus import RESULTS_TOPIC, Bus, Record
-from voxwire.errors import AudioError, VoxwireError
+from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription
+from voxwire.errors import AudioError, BusError, VoxwireError
 from voxwire.workers.engine import Engine, EngineOptions
-from voxwire.workers.stream_pipeline import StreamConfig, StreamSession
+from voxwire.workers.stream_checkpoints import Checkpoints, MemoryCheckpoints, StreamCheckpoint
+from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession
 from voxwire.workers.vad import SileroVad, Vad
 from voxwire_client.api import StreamRequest
 from voxwire_client.messages import Message, encode_message
@@ -43,10 +58,15 @@ log = logging.getLogger(__name__)
 
 AUDIO_TOPIC = "transcription.audio"
 STREAM_GROUP = "voxwire-streams"
+_UNKNOWN_KEPT = 10_000  # sids remembered as unknown (forgotten all at once past this)
 
 
 class InvalidChunkError(AudioError):
     code = "invalid_chunk"
+
+
+class _SessionMoved(Exception):
+    """The session's partition went to another worker: emit nothing more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +98,26 @@ class StreamWorker:
         engine: Engine,
         options: EngineOptions,
         *,
+        checkpoints: Checkpoints | None = None,
         vad_factory: Callable[[], Vad] = SileroVad,
         group: str = STREAM_GROUP,
     ) -> None:
         self._bus = bus
         self._engine = engine
         self._options = options
+        self._checkpoints = checkpoints or MemoryCheckpoints()
         self._vad_factory = vad_factory
         self._group = group
         self._sessions: dict[str, StreamSession] = {}
+        self._starts: dict[str, bytes] = {}  # the start record of each open session
         self._ending: set[str] = set()
+        self._done: set[str] = set()  # every message out: later records are ignored
+        self._unknown: set[str] = set()  # no start and no checkpoint seen
+        # records not committed yet, by session: (chunk, record); the start is chunk -1
+        self._held: dict[str, list[tuple[int, Record]]] = {}
+        self._settled: dict[str, int] = {}  # the resume chunk of the last checkpoint saved
+        self._partitions: dict[str, int] = {}  # the audio partition of each open session
+        self._subscription: Subscription | None = None
         # errors found while ingesting, emitted by the engine thread: emitting
         # waits on the bus, which the event loop thread must never do
         self._errors: list[tuple[StreamSession, VoxwireError]] = []
@@ -99,15 +129,16 @@ class StreamWorker:
 
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
-        subscription = self._bus.subscribe(AUDIO_TOPIC, self._group)
-        engine_task = asyncio.create_task(self._engine_loop())
+        subscription = self._subscription = self._bus.subscribe(AUDIO_TOPIC, self._group)
+        engine_task = asyncio.create_task(self._engine_loop(subscription))
         try:
             while True:
                 records = await subscription.next_batch(200)
-                for record in records:
-                    self._handle(record)
+                free = [record for record in records if not await self._handle(record)]
+                for sid in [s for s in self._sessions if not self._owns(s)]:
+                    self._forget(sid)
                 self._wake.set()
-                await subscription.commit(*records)
+                await _commit(subscription, free)
         finally:
             engine_task.cancel()
             await asyncio.gather(engine_task, return_exceptions=True)
@@ -116,55 +147,116 @@ class StreamWorker:
 
     # -- ingestion (event loop) ----------------------------------------------------------
 
-    def _handle(self, record: Record) -> None:
+    async def _handle(self, record: Record) -> bool:
+        """Take one audio record; True when it is held until its audio is settled."""
         try:
             body = json.loads(record.value)
             topic, payload = str(body["topic"]), base64.b64decode(body["payload"], validate=True)
             origin = body.get("origin", "mqtt")
         except (ValueError, KeyError, TypeError, binascii.Error):
             log.warning("stream worker: malformed audio record (key %s)", record.key)
-            return
+            return False
         if topic.startswith("stream/") and origin == "gateway":
-            self._start(payload)
-            return
-        session = self._sessions.get(record.key)
+            if not await self._start(record.key, payload, record.partition):
+                return False
+            return self._hold(record.key, -1, record)
         try:
             audio = parse_audio_topic(topic)
         except ValueError:
             audio = None
-        if session is None or audio is None or audio.sid != record.key or audio.sid in self._ending:
-            self.ignored += 1  # unknown, ended or foreign session: nothing to attach it to
-            return
+        sid = record.key
+        if audio is None or audio.sid != sid or sid in self._ending:
+            self.ignored += 1  # a foreign topic, or audio after the end
+            return False
+        session = self._sessions.get(sid) or await self._resume(sid, record.partition)
+        if session is None:
+            self.ignored += 1  # unknown or finished session: nothing to attach it to
+            return False
         now = time.monotonic()
         try:
             if audio.chunk is not None:
                 session.push(audio.chunk, payload, now)
             else:
-                self._control(record.key, session, payload, now)
+                self._control(sid, session, payload, now)
         except VoxwireError as exc:
             with self._errors_lock:
                 self._errors.append((session, exc))
+        return self._hold(sid, sys.maxsize if audio.chunk is None else audio.chunk, record)
 
-    def _start(self, payload: bytes) -> None:
+    def _hold(self, sid: str, chunk: int, record: Record) -> bool:
+        self._held.setdefault(sid, []).append((chunk, record))
+        return True
+
+    async def _start(self, sid: str, payload: bytes, partition: int) -> bool:
+        """Open the session a start record describes; False when there is none to open."""
         try:
             start = StreamStart.decode(payload)
             request = start.request
             config = StreamConfig(**request.model_dump(exclude={"prompts"}))
         except (ValueError, KeyError, ValidationError, VoxwireError) as exc:
             log.error("stream worker: unusable stream start: %s", exc)
-            return
-        if start.sid in self._sessions:
-            return  # a redelivered start
-        self._sessions[start.sid] = StreamSession(
+            return False
+        if start.sid != sid or sid in self._sessions or sid in self._done:
+            return False  # a foreign or redelivered start
+        if await self._resume(sid, partition) is not None:
+            return True  # it ran elsewhere before: go on from its checkpoint
+        if sid in self._done:
+            return False
+        self._unknown.discard(sid)
+        self._open(start, config, payload, None, partition)
+        return True
+
+    async def _resume(self, sid: str, partition: int) -> StreamSession | None:
+        """Take over a session another worker left: its checkpoint, if any."""
+        if sid in self._done or sid in self._unknown:
+            return None
+        checkpoint = await self._checkpoints.load(sid)
+        if checkpoint is None or checkpoint.done:
+            (self._done if checkpoint else self._unknown).add(sid)
+            if len(self._unknown) > _UNKNOWN_KEPT:
+                self._unknown.clear()
+            return None
+        start = StreamStart.decode(checkpoint.start)
+        config = StreamConfig(**start.request.model_dump(exclude={"prompts"}))
+        session = self._open(start, config, checkpoint.start, checkpoint.resume, partition)
+        self._settled[sid] = checkpoint.resume.chunk
+        if checkpoint.last is not None:  # the crash may have come before it reached the bus
+            await self._bus.produce(RESULTS_TOPIC, sid, encode_message(checkpoint.last))
+        if checkpoint.resume.finished:
+            self._ending.add(sid)
+        log.info(
+            "stream %s resumed at chunk %d (seq %d)",
+            sid,
+            checkpoint.resume.chunk,
+            checkpoint.resume.next_seq,
+        )
+        return session
+
+    def _open(
+        self,
+        start: StreamStart,
+        config: StreamConfig,
+        payload: bytes,
+        resume: Resume | None,
+        partition: int,
+    ) -> StreamSession:
+        session = StreamSession(
             start.sid,
             self._engine,
             self._options,
             config,
-            request.prompts,
+            start.request.prompts,
             self._emit,
             vad=self._vad_factory(),
             now=time.monotonic,
+            resume=resume,
         )
+        self._sessions[start.sid] = session
+        self._starts[start.sid] = payload
+        self._partitions[start.sid] = partition
+        if resume is None:
+            log.info("stream %s opened", start.sid)
+        return session
 
     def _control(self, sid: str, session: StreamSession, payload: bytes, now: float) -> None:
         try:
@@ -179,36 +271,108 @@ class StreamWorker:
     # -- transcription (engine thread) ---------------------------------------------------
 
     def _emit(self, message: Message) -> None:
+        """Save the session's checkpoint, then hand the message to the bus."""
         assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(
-            self._bus.produce(RESULTS_TOPIC, message.sid, encode_message(message)), self._loop
+        sid = message.sid
+        if not self._owns(sid):
+            raise _SessionMoved(sid)
+        checkpoint = StreamCheckpoint(
+            self._starts[sid], self._sessions[sid].resume_point(), message
         )
-        future.result()
+        asyncio.run_coroutine_threadsafe(self._save_and_send(checkpoint), self._loop).result()
 
-    async def _engine_loop(self) -> None:
+    async def _save_and_send(self, checkpoint: StreamCheckpoint) -> None:
+        assert checkpoint.last is not None
+        sid = checkpoint.last.sid
+        await self._checkpoints.save(sid, checkpoint)
+        self._settled[sid] = checkpoint.resume.chunk
+        await self._bus.produce(RESULTS_TOPIC, sid, encode_message(checkpoint.last))
+
+    async def _engine_loop(self, subscription: Subscription) -> None:
         loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
-            finished = await loop.run_in_executor(self._pool, self._drain)
+            finished, moved = await loop.run_in_executor(self._pool, self._drain)
+            for sid in moved:
+                self._forget(sid)
             for sid in finished:
-                self._sessions.pop(sid, None)
-                self._ending.discard(sid)
+                await self._close(sid)
+            await _commit(subscription, self._settled_records(finished))
 
-    def _drain(self) -> list[str]:
-        """Transcribe what every session has queued; finish ended sessions."""
+    async def _close(self, sid: str) -> None:
+        """The session is done: say so in its checkpoint, forget it here."""
+        session = self._sessions[sid]
+        done = StreamCheckpoint(self._starts[sid], session.resume_point(), None, done=True)
+        await self._checkpoints.save(sid, done)
+        self._forget(sid)
+        self._done.add(sid)
+
+    def _owns(self, sid: str) -> bool:
+        partition = self._partitions.get(sid)
+        subscription = self._subscription
+        return partition is None or subscription is None or subscription.owns(partition)
+
+    def _forget(self, sid: str) -> None:
+        """Drop a session that is done here, or went to another worker (its
+        records still held are then the new owner's to commit)."""
+        if not self._owns(sid):
+            log.info("stream %s moved to another worker", sid)
+            self._held.pop(sid, None)
+        self._sessions.pop(sid, None)
+        self._starts.pop(sid, None)
+        self._partitions.pop(sid, None)
+        self._settled.pop(sid, None)
+        self._ending.discard(sid)
+
+    def _settled_records(self, finished: list[str]) -> list[Record]:
+        """Held records whose audio is settled or whose session is done, released."""
+        out: list[Record] = []
+        for sid in list(self._held):
+            held = self._held[sid]
+            settled = sys.maxsize if sid in finished else self._settled.get(sid)
+            if settled is None:
+                continue
+            out += [record for chunk, record in held if chunk < settled]
+            kept = [(chunk, record) for chunk, record in held if chunk >= settled]
+            if kept and sid not in finished:
+                self._held[sid] = kept
+            else:
+                del self._held[sid]
+        return out
+
+    def _drain(self) -> tuple[list[str], list[str]]:
+        """Transcribe what every session has queued; finish ended sessions.
+        Returns the sessions finished and those that moved to another worker."""
         with self._errors_lock:
             errors, self._errors = self._errors, []
+        finished: list[str] = []
+        moved: list[str] = []
         for session, exc in errors:
-            session.error(exc)
-        finished = []
+            try:
+                session.error(exc)
+            except _SessionMoved:
+                moved.append(session.sid)
         for sid, session in list(self._sessions.items()):
+            if sid in moved:
+                continue
             try:
                 session.run_pending()
                 if sid in self._ending:
                     session.finish()
                     finished.append(sid)
+            except _SessionMoved:
+                moved.append(sid)
             except Exception:
                 log.exception("stream %s failed", sid)
                 finished.append(sid)
-        return finished
+        return finished, moved
+
+
+async def _commit(subscription: Subscription, records: list[Record]) -> None:
+    if not records:
+        return
+    try:
+        await subscription.commit(*records)
+    except BusError as exc:  # a later commit covers them, or they come again: both harmless
+        log.warning("stream worker: %s", exc)

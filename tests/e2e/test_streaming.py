@@ -9,42 +9,25 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.helpers import EVAL_DIR, Listener, PlatformThread, corpus_wer, eval_items
+from tests.helpers import (
+    EVAL_DIR,
+    UTTERANCES,
+    Listener,
+    PlatformThread,
+    corpus_wer,
+    eval_items,
+    joined_utterances,
+    pcm16,
+)
 from voxwire.audio import decode
 from voxwire_client import Client, StreamRequest, pcm_chunks
 from voxwire_client.messages import Message
 
 pytestmark = pytest.mark.timeout(300)
 
-UTTERANCES = [
-    "lhotse_lj_LJ002-0020",
-    "pocketsphinx_librivox_0880",
-    "mfa_thoughts",
-    "leopard_ls_1272-128104-0000",
-    "wenet_ls_1995-1837-0001",
-    "pocketsphinx_librivox_0930",
-]
-
-
-def _pcm(samples: np.ndarray) -> bytes:
-    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
-
-
-def _joined() -> tuple[bytes, list[tuple[float, float]], list[str]]:
-    """The utterances with 1 s of silence between them; their spans in ms; references."""
-    items = {item.id: item for item in eval_items()}
-    parts, spans, refs, at = [], [], [], 0.0
-    for name in UTTERANCES:
-        samples = decode(items[name].path.read_bytes()).samples
-        parts += [samples, np.zeros(16000, dtype=np.float32)]
-        spans.append((at, at + len(samples) / 16))
-        refs.append(str(items[name].text))
-        at += len(samples) / 16 + 1000
-    return _pcm(np.concatenate(parts)), spans, refs
-
 
 def test_one_final_per_utterance_with_partials_first(platform: PlatformThread) -> None:
-    pcm, spans, refs = _joined()
+    pcm, spans, refs = joined_utterances()
     events: list[Message] = []
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
         result = client.stream(pcm_chunks(pcm), StreamRequest(), speed=3, on_event=events.append)
@@ -86,7 +69,7 @@ def test_silence_and_noise_give_no_text(platform: PlatformThread) -> None:
     silence = np.zeros(10 * 16000, dtype=np.float32)
     noise = (rng.standard_normal(10 * 16000) * 0.003).astype(np.float32)
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
-        result = client.stream(pcm_chunks(_pcm(np.concatenate([silence, noise]))), speed=20)
+        result = client.stream(pcm_chunks(pcm16(np.concatenate([silence, noise]))), speed=20)
     assert result.segments == () and result.text == ""
 
 
@@ -112,7 +95,7 @@ def test_malformed_chunks_get_errors_and_spare_other_sessions(platform: Platform
     items = {item.id: item for item in eval_items()}
     samples = decode(items["lhotse_lj_LJ002-0020"].path.read_bytes()).samples
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
-        result = client.stream(pcm_chunks(_pcm(samples)), speed=8)
+        result = client.stream(pcm_chunks(pcm16(samples)), speed=8)
     assert "middle" in result.text.lower() or len(result.segments) == 1
 
 

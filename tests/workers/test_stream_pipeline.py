@@ -33,6 +33,7 @@ from voxwire.workers.engines import create_engine
 from voxwire.workers.stream_pipeline import (
     HALLUCINATION_MAX_VAD,
     ChunkOrderError,
+    Resume,
     StreamClosedError,
     StreamConfig,
     StreamProgressMessage,
@@ -612,3 +613,58 @@ def test_real_engine_words_and_latency(
     ]
     print(f"WER {error_rate:.3f}, {len(finals)} finals, {len(partials)} partials")
     assert partials
+
+
+# --- resuming on another worker -----------------------------------------------------------------
+
+
+class EnergyVad:
+    """Speech where the frame is loud: depends on the audio alone, like Silero
+    (whose recurrent state a resumed stream starts afresh, in silence)."""
+
+    def speech_probability(self, frame: Audio) -> float:
+        return 0.9 if float(np.sqrt(np.mean(frame**2))) > 0.01 else 0.02
+
+    def reset(self) -> None:
+        pass
+
+
+def bursts() -> Audio:
+    silence = np.zeros(SAMPLE_RATE, dtype=np.float32)
+    return np.concatenate([tone(1.5), silence, tone(3.3), silence, tone(1.1), silence])
+
+
+def test_a_stream_resumed_after_any_message_repeats_and_loses_nothing() -> None:
+    prompts = (PromptSpec(id="p", text="words"),)
+    config = StreamConfig(partial_interval_s=1.0)
+    whole: list[Message] = []
+    points: list[Resume] = []
+    sessions: list[StreamSession] = []
+
+    def remember(message: Message) -> None:  # a worker saves the point with each message
+        whole.append(message)
+        points.append(sessions[0].resume_point())
+
+    sessions.append(
+        StreamSession(
+            "s1", ScriptedEngine(), EngineOptions(), config, prompts, remember,
+            vad=EnergyVad(), now=Clock(),
+        )
+    )  # fmt: skip
+    feed(sessions[0], bursts(), Clock())
+    finals = [(m.segment.index, m.segment.text) for m in of_type(whole, "final")]
+    assert len(finals) == 3 and points[-1].next_seq == whole[-1].seq + 1
+    for died_after in range(len(whole) - 1):
+        resumed: list[Message] = []
+        successor = StreamSession(
+            "s1", ScriptedEngine(), EngineOptions(), config, prompts, resumed.append,
+            vad=EnergyVad(), now=Clock(), resume=points[died_after],
+        )  # fmt: skip
+        feed(successor, bursts(), Clock())  # the audio log from its start: settled chunks skip
+        joined = whole[: died_after + 1] + resumed
+        assert [m.seq for m in joined] == list(range(2, 2 + len(joined))), died_after
+        assert [(m.segment.index, m.segment.text) for m in of_type(joined, "final")] == finals
+        assert len([m for m in joined if isinstance(m, MatchMessage)]) == 3
+        transcript = joined[-2]
+        assert isinstance(transcript, TranscriptMessage)
+        assert [s.text for s in transcript.segments] == [text for _, text in finals]

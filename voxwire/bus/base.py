@@ -37,6 +37,10 @@ class Subscription(Protocol):
         """Mark ``records`` done: they will not be delivered to the group again."""
         ...
 
+    def owns(self, partition: int) -> bool:
+        """Whether this consumer still owns ``partition`` (a rebalance may move it)."""
+        ...
+
     async def close(self) -> None: ...
 
 

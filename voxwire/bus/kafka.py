@@ -352,6 +352,9 @@ class KafkaSubscription:
         """The partitions this consumer owns now."""
         return self._assignment
 
+    def owns(self, partition: int) -> bool:
+        return partition in self._assignment
+
     async def next(self) -> Record:
         return (await self.next_batch(1))[0]
 

@@ -43,6 +43,9 @@ class MemorySubscription:
     async def commit(self, *records: Record) -> None:
         self.committed = max(self.committed, max((r.offset for r in records), default=-1))
 
+    def owns(self, partition: int) -> bool:
+        return True
+
     async def close(self) -> None:
         self._closed = True
 

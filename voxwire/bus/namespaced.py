@@ -25,6 +25,9 @@ class _NamespacedSubscription:
     async def commit(self, *records: Record) -> None:
         await self._inner.commit(*(replace(r, topic=self._prefix + r.topic) for r in records))
 
+    def owns(self, partition: int) -> bool:
+        return self._inner.owns(partition)
+
     async def close(self) -> None:
         await self._inner.close()
 

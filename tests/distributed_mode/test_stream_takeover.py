@@ -1,0 +1,54 @@
+"""A live stream whose worker is killed (SIGKILL) mid-stream: the other worker
+takes the session over from the Kafka audio log and its checkpoint, and the
+client sees every final once, with seq unbroken."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.distributed import DistributedPlatform
+from tests.helpers import UTTERANCES, corpus_wer, joined_utterances
+from voxwire_client import Client, Transcript, pcm_chunks
+from voxwire_client.messages import Message, SegmentMessage
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_a_killed_stream_worker_is_replaced_without_losing_or_repeating_finals(
+    cluster: DistributedPlatform,
+) -> None:
+    pcm, _, refs = joined_utterances()
+    events: list[Message] = []
+    outcome: list[Transcript] = []
+
+    def stream() -> None:
+        with Client(cluster.url, cluster.api_key, cluster.mqtt_url) as client:
+            outcome.append(client.stream(pcm_chunks(pcm), speed=1.5, on_event=events.append))
+
+    streaming = threading.Thread(target=stream, daemon=True)
+    streaming.start()
+    deadline = time.monotonic() + 120
+    while not any(m.type == "final" for m in events):  # the stream is under way
+        assert time.monotonic() < deadline and streaming.is_alive(), "no final came"
+        time.sleep(0.1)
+    sid = events[0].sid
+    (owner,) = [w for w in ("worker-0", "worker-1") if f"stream {sid} opened" in cluster.log(w)]
+    cluster.kill(owner)
+    other = "worker-1" if owner == "worker-0" else "worker-0"
+    streaming.join(300)
+    assert outcome, "the stream did not complete"
+    assert f"stream {sid} resumed at chunk" in cluster.log(other, tail=None)
+
+    assert [m.seq for m in events] == list(range(events[0].seq, events[0].seq + len(events)))
+    finals = [m for m in events if isinstance(m, SegmentMessage) and m.type == "final"]
+    assert [f.segment.index for f in finals] == list(range(len(UTTERANCES))), [
+        f.segment.text for f in finals
+    ]
+    wer = corpus_wer(refs, [f.segment.text for f in finals])
+    print(f"stream WER across the takeover: {wer:.4f}")
+    assert wer <= 0.1
+    transcript = outcome[0]
+    assert [s.text for s in transcript.segments] == [f.segment.text for f in finals]

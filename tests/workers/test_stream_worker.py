@@ -1,0 +1,108 @@
+"""The stream worker over a bus: checkpoints before messages, held records, and
+a session that moves to another worker (faked ownership; the real takeover
+runs on Kafka in tests/distributed_mode/test_stream_takeover.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from tests.workers.test_stream_pipeline import CHUNK_MS, EnergyVad, ScriptedEngine, bursts, pcm
+from voxwire.bridge.ingest import envelope
+from voxwire.bus import RESULTS_TOPIC, MemoryBus, Record, Subscription
+from voxwire.workers.engine import EngineOptions
+from voxwire.workers.stream_checkpoints import MemoryCheckpoints
+from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart, StreamWorker
+from voxwire_client.api import StreamRequest
+from voxwire_client.messages import Message, SegmentMessage, parse_message
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@dataclass
+class Owned:
+    """A subscription whose ownership of every partition the test switches off."""
+
+    inner: Subscription
+    owned: bool = True
+
+    async def next(self) -> Record:
+        return await self.inner.next()
+
+    async def next_batch(self, max_records: int) -> list[Record]:
+        return await self.inner.next_batch(max_records)
+
+    async def commit(self, *records: Record) -> None:
+        await self.inner.commit(*records)
+
+    def owns(self, partition: int) -> bool:
+        return self.owned
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class OwnedBus(MemoryBus):
+    def __init__(self) -> None:
+        super().__init__()
+        self.audio: Owned | None = None
+
+    def subscribe(self, topic: str, group: str) -> Subscription:
+        subscription = super().subscribe(topic, group)
+        if topic != AUDIO_TOPIC:
+            return subscription
+        self.audio = Owned(subscription)
+        return self.audio
+
+
+async def _results(bus: MemoryBus, into: list[Message]) -> None:
+    subscription = bus.subscribe(RESULTS_TOPIC, "test")
+    while True:
+        for record in await subscription.next_batch(100):
+            into.append(parse_message(record.value))
+
+
+async def _until(predicate: object, timeout: float = 20) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+async def test_checkpoints_precede_messages_and_a_moved_session_goes_quiet() -> None:
+    bus, checkpoints, out = OwnedBus(), MemoryCheckpoints(), []
+    worker = StreamWorker(
+        bus, ScriptedEngine(), EngineOptions(), checkpoints=checkpoints, vad_factory=EnergyVad
+    )
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await _until(lambda: bus.audio is not None)
+    start = StreamStart("mv1", "t1", StreamRequest(partial_interval_s=1.0))
+    await bus.produce(AUDIO_TOPIC, "mv1", envelope("stream/mv1/start", start.encode(), "gateway"))
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    parts = [data[i : i + size] for i in range(0, len(data), size)]
+    half = len(parts) // 2
+    for n, part in enumerate(parts[:half]):
+        await bus.produce(AUDIO_TOPIC, "mv1", envelope(f"audio/mv1/chunk/{n}", part))
+    await _until(lambda: any(isinstance(m, SegmentMessage) and m.type == "final" for m in out))
+    await asyncio.sleep(0.3)
+    saved = await checkpoints.load("mv1")
+    assert saved is not None and saved.last == out[-1]  # saved before it was sent
+    assert saved.resume.next_seq == out[-1].seq + 1 and not saved.done
+
+    assert bus.audio is not None
+    bus.audio.owned = False  # a rebalance gave the partition to another worker
+    sent = len(out)
+    for n, part in enumerate(parts[half:], start=half):
+        await bus.produce(AUDIO_TOPIC, "mv1", envelope(f"audio/mv1/chunk/{n}", part))
+    await bus.produce(AUDIO_TOPIC, "mv1", envelope("audio/mv1/control", b'{"type": "end"}'))
+    await asyncio.sleep(1.0)
+    after = await checkpoints.load("mv1")
+    assert len(out) == sent and after is not None and not after.done
+    assert after.resume.next_seq == saved.resume.next_seq  # left for the new owner
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(m.sid == "mv1" for m in out)
