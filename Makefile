@@ -11,7 +11,7 @@ PACKAGES := voxwire broker bridge workers gateway
 help:
 	@echo "make run     start voxwire (embedded: broker, workers, gateway) in the foreground"
 	@echo "make test    lint, type-check and run the whole test suite"
-	@echo "make bench   print figures: raw engine vs pipeline, bridge vs MQTT ceiling, VAD"
+	@echo "make bench   print figures: raw engine vs pipeline, bridge vs MQTT ceiling, streams, VAD"
 	@echo "make contract  regenerate the AsyncAPI document and JSON Schemas"
 	@echo "make services  start Mosquitto, Kafka, PostgreSQL, Redis, OpenSearch (loopback)"
 	@echo "make services-stop  stop them"
@@ -59,6 +59,7 @@ bench: $(STAMP) services
 	$(BIN)/python benchmarks/bench_files.py
 	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_bridge.py
 	$(BIN)/python benchmarks/bench_distributed_files.py
+	$(BIN)/python benchmarks/bench_streams.py
 	$(BIN)/python benchmarks/bench_vad.py
 
 contract: $(STAMP)

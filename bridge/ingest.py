@@ -3,10 +3,12 @@ after the bus has accepted it.
 
 The bridge subscribes with a shared subscription (``$share/<group>/...``) on a
 persistent session, so several bridge processes split the load and the broker
-keeps messages while none is connected. paho runs with manual acks: the PUBACK
-for a client's message is sent only once Kafka confirmed the record, so while
-Kafka is down clients keep their messages (their in-flight window fills and
-they stop sending) instead of losing them.
+keeps messages while none is connected. The group and the client id name the
+installation (its namespace): two installations on one broker must neither
+split each other's messages nor take over each other's session. paho runs with
+manual acks: the PUBACK for a client's message is sent only once Kafka confirmed
+the record, so while Kafka is down clients keep their messages (their in-flight
+window fills and they stop sending) instead of losing them.
 
 Client topics (per session, QoS 1) and where they go:
 
@@ -84,7 +86,7 @@ class MqttIngest:
         username: str,
         password: str,
         max_in_flight: int = 1000,
-        shared: bool = True,
+        share_group: str | None = SHARE_GROUP,
         make_client: Callable[..., paho.Client] = paho.Client,
     ) -> None:
         self._bus = bus
@@ -94,7 +96,8 @@ class MqttIngest:
         self._connected = threading.Event()
         self.forwarded = 0
         self.dropped = 0
-        self._shared = shared
+        self._share_group = share_group  # None: a plain subscription (MQTT 3.1.1)
+        shared = share_group is not None
         self._protocol = paho.MQTTv5 if shared else paho.MQTTv311
         client = make_client(
             CallbackAPIVersion.VERSION2,
@@ -115,7 +118,7 @@ class MqttIngest:
             log.error("bridge ingest: MQTT connection refused: %s", reason)
             return
         for topic_filter in INGEST_FILTERS:
-            prefix = f"$share/{SHARE_GROUP}/" if self._shared else ""
+            prefix = f"$share/{self._share_group}/" if self._share_group else ""
             client.subscribe(prefix + topic_filter, qos=1)
         self._connected.set()
 

@@ -25,7 +25,7 @@ import uvicorn
 from voxwire.auth import NewKey, generate_key
 from voxwire.blobs import open_blob_store
 from voxwire.bridge.indexer import SegmentIndexer
-from voxwire.bridge.ingest import MqttIngest
+from voxwire.bridge.ingest import SHARE_GROUP, MqttIngest
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.dynsec import DynsecAccess
 from voxwire.broker.mqtt import MqttConnection
@@ -163,11 +163,13 @@ async def run_bridge(settings: Settings) -> None:
             index = OpenSearchIndex.open(settings.opensearch_url, alias=index_alias(settings))
             await index.ensure_index()
             indexer = SegmentIndexer(bus, store, index)
+            ns = settings.namespace
             ingest = MqttIngest(
                 bus,
                 host,
                 port,
-                client_id=f"voxwire-ingest-{socket.gethostname()}",
+                client_id=f"voxwire-ingest-{ns + '-' if ns else ''}{socket.gethostname()}",
+                share_group=f"{SHARE_GROUP}-{ns}" if ns else SHARE_GROUP,
                 username=settings.mqtt_username,
                 password=password,
             )

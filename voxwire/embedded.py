@@ -121,7 +121,7 @@ class EmbeddedPlatform:
             client_id="voxwire-ingest",
             username=SERVICE_USER,
             password=secret,
-            shared=False,
+            share_group=None,
         )
         self.relay = ResultRelay(
             self.bus, self.store, self._publisher, expiry_s=settings.message_expiry_s

@@ -6,6 +6,7 @@ it one speech probability per VAD frame with the frame's start in stream time
 
     SpeechStarted(start_ms)           speech confirmed; a segment is open
     PartialDue(start_ms, end_ms)      transcribe the open segment so far
+    FinalLikely(start_ms, end_ms)     a pause began: if it lasts, this is the final
     SegmentFinal(start_ms, end_ms,    transcribe and commit this segment
                  reason)              ("silence", "max_length", "end_of_stream")
     SpeechStopped(end_ms)             the speech that SpeechStarted announced ended
@@ -24,6 +25,11 @@ The rules, with :class:`EndpointConfig`'s defaults:
 - Final: ``min_silence_ms`` (600) of silence after speech closes the segment
   (``SegmentFinal(reason="silence")``, then ``SpeechStopped``). Speech that
   resumes earlier continues the same segment.
+- Early finals: once a pause has lasted ``post_roll_ms``, the bounds the
+  final will have if the pause goes on to ``min_silence_ms`` are known:
+  ``FinalLikely`` says so (once per pause, for confirmed speech that will
+  not be dropped), so the caller can start transcribing the segment 400 ms
+  before the final is due and hand the final out as soon as it is.
 - Partials: each time the open segment's length (from its padded start)
   crosses a multiple of ``partial_interval_s`` (2.0 s), ``PartialDue`` asks
   for a transcript of the segment so far. ``0`` turns partials off.
@@ -146,6 +152,14 @@ class SegmentFinal:
 
 
 @dataclass(frozen=True, slots=True)
+class FinalLikely:
+    """If the pause under way lasts, ``[start_ms, end_ms)`` is the next final."""
+
+    start_ms: int
+    end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class SpeechStopped:
     """The speech announced by the last :class:`SpeechStarted` ended at ``end_ms``."""
 
@@ -160,7 +174,7 @@ class Dropped:
     end_ms: int
 
 
-Event = SpeechStarted | PartialDue | SegmentFinal | SpeechStopped | Dropped
+Event = SpeechStarted | PartialDue | FinalLikely | SegmentFinal | SpeechStopped | Dropped
 
 
 @dataclass(slots=True)
@@ -174,6 +188,7 @@ class _Open:
     next_partial_ms: int | None = None
     pause_mid_ms: int | None = None  # middle of the last finished pause
     voiced_since_pause_ms: int = 0
+    likely_sent: bool = False  # FinalLikely said for the pause under way
 
 
 class Endpointer:
@@ -232,6 +247,7 @@ class Endpointer:
         if end_ms - seg.start_ms >= cfg.max_segment_ms:
             events.extend(self._cut(seg, end_ms))
         events.extend(self._partial(end_ms))
+        events.extend(self._likely(end_ms))
         return events
 
     def end_of_stream(self, end_ms: int | None = None) -> list[Event]:
@@ -262,6 +278,7 @@ class Endpointer:
             seg.pause_mid_ms = (seg.pause_since_ms + start_ms) // 2
             seg.pause_since_ms = None
             seg.voiced_since_pause_ms = 0
+            seg.likely_sent = False
         else:
             return
         seg.voiced_ms += cfg.frame_ms
@@ -302,6 +319,7 @@ class Endpointer:
             cut = seg.start_ms + self.config.max_segment_ms
         if cut <= seg.start_ms:
             cut = end_ms
+        cut = min(cut, seg.start_ms + self.config.max_segment_ms)  # the post-roll may reach past
         self._last_end_ms = cut
         self._open = _Open(
             start_ms=cut,
@@ -312,6 +330,17 @@ class Endpointer:
             voiced_since_pause_ms=voiced,
         )
         return [SegmentFinal(seg.start_ms, cut, "max_length")]
+
+    def _likely(self, end_ms: int) -> list[Event]:
+        seg = self._open
+        if seg is None or not seg.confirmed or seg.pause_since_ms is None or seg.likely_sent:
+            return []
+        if end_ms - seg.pause_since_ms < self.config.post_roll_ms:
+            return []
+        if seg.voiced_ms <= 0 or seg.voiced_ms < self.config.min_speech_ms:
+            return []  # it would be dropped, not finalised
+        seg.likely_sent = True
+        return [FinalLikely(seg.start_ms, self._speech_end(seg, end_ms))]
 
     def _first_partial(self, start_ms: int) -> int | None:
         interval = self.config.partial_interval_ms

@@ -13,6 +13,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from voxwire.errors import EngineError
+
 SAMPLE_RATE = 16_000
 
 Audio = npt.NDArray[np.float32]
@@ -43,6 +45,12 @@ class Segment:
 SegmentCallback = Callable[[Segment], None]
 
 
+class TranscriptionAborted(EngineError):
+    """``abort`` asked the engine to stop; nothing was transcribed."""
+
+    code = "aborted"
+
+
 class Engine(Protocol):
     """A speech-to-text engine."""
 
@@ -53,10 +61,13 @@ class Engine(Protocol):
         audio: Audio,
         options: EngineOptions,
         on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
     ) -> list[Segment]:
         """Transcribe ``audio``; call ``on_segment`` for each segment as it is
         produced, then return all of them. Markers such as ``[BLANK_AUDIO]`` are
-        never returned as text. Raises :class:`voxwire.errors.EngineError`."""
+        never returned as text. ``abort`` is polled while the engine works: True
+        stops it with :class:`TranscriptionAborted`. Raises
+        :class:`voxwire.errors.EngineError`."""
         ...
 
     def close(self) -> None:

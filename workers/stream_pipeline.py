@@ -23,6 +23,10 @@ and queues work items (:class:`PartialWork`, :class:`FinalWork`,
 - ``PartialDue`` -> a ``partial`` :class:`SegmentMessage`, unless its text is
   empty or unchanged. A partial still queued when a newer partial or the
   final of its segment is queued is dropped unseen (finals never are);
+- ``FinalLikely`` -> a partial as for ``PartialDue``; its text is kept, and
+  the final with the same bounds (due when the pause reaches
+  ``min_silence_ms``, 400 ms later by default) is emitted with it at once
+  instead of being transcribed again;
 - ``SegmentFinal`` -> a ``final`` :class:`SegmentMessage` (``index`` counts
   finals, ``id`` is ``f"{sid}-{index}"``, times in stream ms, i.e. since the
   first sample of the stream), then a :class:`MatchMessage` per prompt heard.
@@ -84,13 +88,20 @@ from voxwire.workers.endpointing import (
     EndpointConfig,
     Endpointer,
     Event,
+    FinalLikely,
     FinalReason,
     PartialDue,
     SegmentFinal,
     SpeechStarted,
     SpeechStopped,
 )
-from voxwire.workers.engine import SAMPLE_RATE, Audio, Engine, EngineOptions
+from voxwire.workers.engine import (
+    SAMPLE_RATE,
+    Audio,
+    Engine,
+    EngineOptions,
+    TranscriptionAborted,
+)
 from voxwire.workers.pipeline import Emit
 from voxwire.workers.stream_audio import FrameSplitter, SegmentBuffer
 from voxwire.workers.vad import FRAME_SAMPLES, Vad
@@ -227,6 +238,12 @@ class PartialWork(_SliceWork):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class LikelyFinalWork(PartialWork):
+    """Transcribe the segment a pause may close (sent as a partial); the text
+    serves the final at once when the final's bounds turn out the same."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class FinalWork(_SliceWork):
     """Transcribe and commit a segment; never skipped."""
 
@@ -272,6 +289,8 @@ class StreamSession:
         now: Callable[[], float],
         first_seq: int = 2,
         resume: Resume | None = None,
+        preempted: Callable[[], bool] | None = None,
+        on_queued: Callable[[int], None] | None = None,
     ) -> None:
         """Raises ``InvalidSessionIdError`` (a ``ValueError``) for an unsafe ``sid``
         and :class:`ConfigError` for an unusable prompt.
@@ -279,6 +298,11 @@ class StreamSession:
         ``resume`` goes on from where another worker left the stream: chunks
         before ``resume.chunk`` are ignored as redeliveries, the settled start
         of that chunk is skipped, and seq, segment index and stream time carry on.
+
+        A worker serving many sessions with one engine passes ``on_queued``
+        (told the :meth:`next_rank` rank of each item queued) and ``preempted``
+        (polled while a partial is transcribed: True drops the partial, so a
+        final queued meanwhile need not wait for it).
         """
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
@@ -286,6 +310,8 @@ class StreamSession:
         self.sid = validate_sid(sid)
         self.config = config
         self._engine, self._emit, self._vad, self._now = engine, emit, vad, now
+        self._preempted, self._on_queued = preempted, on_queued
+        self.preempted_partials = 0
         self._options = replace(options, language=config.language)
         self._language = None if config.language == "auto" else config.language
         try:
@@ -318,6 +344,7 @@ class StreamSession:
         self._settled = (self._next_chunk, self._skip, origin)  # (chunk, skip, stream sample)
         self._pending: tuple[Message, ...] = ()  # decided with the message being emitted
         self._last_partial: tuple[int, str] | None = None  # (segment start, text)
+        self._likely: tuple[int, int, str] | None = None  # a likely final's (start, end, text)
         self._finished = False
         if resume is None:
             self._enqueue(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
@@ -417,12 +444,12 @@ class StreamSession:
             if isinstance(event, SpeechStarted | SpeechStopped):
                 speech = isinstance(event, SpeechStarted)
                 self._enqueue(ProgressWork(speech, self._endpointer.now_ms, decided_at))
-            elif isinstance(event, PartialDue | SegmentFinal):
+            elif isinstance(event, PartialDue | FinalLikely | SegmentFinal):
                 self._enqueue(self._slice(event, decided_at))
             # Dropped: a sound too short to be speech, nothing to do
 
     def _slice(
-        self, event: PartialDue | SegmentFinal, decided_at: float
+        self, event: PartialDue | FinalLikely | SegmentFinal, decided_at: float
     ) -> PartialWork | FinalWork:
         start, end = event.start_ms, event.end_ms
         audio = self._buffer.slice(start, end)
@@ -432,6 +459,8 @@ class StreamSession:
         arrived = next((a.received_at for a in self._arrivals if a.end >= end_sample), decided_at)
         if isinstance(event, PartialDue):
             return PartialWork(start, end, audio, vad_mean, arrived, decided_at)
+        if isinstance(event, FinalLikely):
+            return LikelyFinalWork(start, end, audio, vad_mean, arrived, decided_at)
         after = next((a for a in self._arrivals if a.end > end_sample), None)
         settled = (after.chunk, end_sample - after.start) if after else (self._next_chunk, 0)
         return FinalWork(start, end, audio, vad_mean, arrived, decided_at, event.reason, settled)
@@ -466,6 +495,8 @@ class StreamSession:
                     self._queue.remove(old)
                 self.skipped_partials += len(stale)
             self._queue.append(work)
+        if self._on_queued is not None:
+            self._on_queued(_RANK[type(work)])
 
     # --- engine side ----------------------------------------------------------------------------
 
@@ -475,17 +506,30 @@ class StreamSession:
         were done. An engine error costs one segment (a non-fatal error
         message); an unexpected exception ends the session (a fatal one)."""
         done = 0
-        while True:
-            with self._lock:
-                if not self._queue:
-                    return done
-                work = self._in_flight = self._queue.popleft()
-            try:
-                self._run(work)
-            finally:
-                with self._lock:
-                    self._in_flight = None
+        while self.run_next():
             done += 1
+        return done
+
+    def next_rank(self) -> tuple[int, float] | None:
+        """How urgent the next queued item is, for a worker that serves many
+        sessions with one engine: lower first (progress, then finals, likely
+        finals, partials; older first); None when nothing is queued."""
+        with self._lock:
+            work = self._queue[0] if self._queue else None
+        return None if work is None else (_RANK[type(work)], work.decided_at)
+
+    def run_next(self) -> bool:
+        """Run the next queued item (as :meth:`run_pending`); False when none."""
+        with self._lock:
+            if not self._queue:
+                return False
+            work = self._in_flight = self._queue.popleft()
+        try:
+            self._run(work)
+        finally:
+            with self._lock:
+                self._in_flight = None
+        return True
 
     def finish(self) -> None:
         """After :meth:`end`: run what is left, then emit the transcript and the
@@ -553,8 +597,21 @@ class StreamSession:
                 self._emit(self._progress_message(status, work.stream_ms, speech=work.speech))
             return
         started = self._now()
+        likely = self._likely
+        if isinstance(work, FinalWork) and likely and likely[:2] == (work.start_ms, work.end_ms):
+            latency = LatencyData(
+                vad_ms=_ms(work.decided_at - work.audio_end_at),
+                queue_ms=_ms(started - work.decided_at),
+                transcribe_ms=0,  # done while the pause went on
+            )
+            self._final(work, likely[2], latency)
+            return
+        abort = self._preempted if isinstance(work, PartialWork) else None
         try:
-            segments = self._engine.transcribe(work.audio, self._options)
+            segments = self._engine.transcribe(work.audio, self._options, abort=abort)
+        except TranscriptionAborted:
+            self.preempted_partials += 1
+            return
         except VoxwireError as exc:
             exc.sid = exc.sid or self.sid
             self.error(exc)
@@ -574,6 +631,8 @@ class StreamSession:
         text = " ".join(s.text.strip() for s in segments if s.text.strip())
         if is_hallucination(text, work.vad_mean):
             text = ""
+        if isinstance(work, LikelyFinalWork):
+            self._likely = (work.start_ms, work.end_ms, text)
         if isinstance(work, PartialWork):
             self._partial(work, text, latency)
         else:
@@ -596,7 +655,7 @@ class StreamSession:
             )
 
     def _final(self, work: FinalWork, text: str, latency: LatencyData) -> None:
-        self._last_partial = None
+        self._last_partial = self._likely = None
         with self._emit_lock:
             self._settled = (*work.settled, work.end_ms * _SAMPLES_PER_MS)
             if not text:
@@ -641,6 +700,11 @@ class StreamSession:
         """The next seq; call with ``_emit_lock`` held."""
         seq, self._seq = self._seq, self._seq + 1
         return seq
+
+
+_RANK: dict[type, int] = {
+    ReplayWork: 0, ProgressWork: 0, FinalWork: 1, LikelyFinalWork: 2, PartialWork: 3,
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 
 AUDIO_TOPIC = "transcription.audio"
 STREAM_GROUP = "voxwire-streams"
+_IDLE = 99  # the running rank when the engine thread runs nothing
+_FINAL_RANKS = (1, 2)  # finals and likely finals (StreamSession.next_rank)
+_PARTIAL_RANK = 3
 _UNKNOWN_KEPT = 10_000  # sids remembered as unknown (forgotten all at once past this)
 
 
@@ -125,6 +128,8 @@ class StreamWorker:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stream-engine")
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._running_rank = _IDLE  # of the item the engine thread runs
+        self._preempt = threading.Event()  # a more urgent item was queued meanwhile
         self.ignored = 0
 
     async def run(self) -> None:
@@ -250,6 +255,8 @@ class StreamWorker:
             vad=self._vad_factory(),
             now=time.monotonic,
             resume=resume,
+            preempted=self._preempt.is_set,
+            on_queued=self._queued,
         )
         self._sessions[start.sid] = session
         self._starts[start.sid] = payload
@@ -269,6 +276,12 @@ class StreamWorker:
         self._ending.add(sid)
 
     # -- transcription (engine thread) ---------------------------------------------------
+
+    def _queued(self, rank: int) -> None:
+        """A session queued work: a final or likely final preempts a partial (not
+        a likely final: the final of its segment would reuse its text)."""
+        if rank in _FINAL_RANKS and self._running_rank == _PARTIAL_RANK:
+            self._preempt.set()
 
     def _emit(self, message: Message) -> None:
         """Save the session's checkpoint, then hand the message to the bus."""
@@ -342,31 +355,57 @@ class StreamWorker:
         return out
 
     def _drain(self) -> tuple[list[str], list[str]]:
-        """Transcribe what every session has queued; finish ended sessions.
-        Returns the sessions finished and those that moved to another worker."""
-        with self._errors_lock:
-            errors, self._errors = self._errors, []
+        """Transcribe what the sessions have queued, the most urgent item of any
+        session first (finals before partials: one engine serves them all);
+        finish ended sessions. Returns the sessions finished and those that
+        moved to another worker."""
         finished: list[str] = []
         moved: list[str] = []
-        for session, exc in errors:
+        self._report_errors(moved)
+        while True:
+            self._running_rank = _IDLE
+            self._preempt.clear()
+            ranked = [
+                (rank, sid)
+                for sid, session in list(self._sessions.items())
+                if sid not in moved
+                and sid not in finished
+                and (rank := session.next_rank()) is not None
+            ]
+            if not ranked:
+                break
+            (self._running_rank, _), sid = min(ranked)
             try:
-                session.error(exc)
-            except _SessionMoved:
-                moved.append(session.sid)
-        for sid, session in list(self._sessions.items()):
-            if sid in moved:
-                continue
-            try:
-                session.run_pending()
-                if sid in self._ending:
-                    session.finish()
-                    finished.append(sid)
+                self._sessions[sid].run_next()
             except _SessionMoved:
                 moved.append(sid)
             except Exception:
                 log.exception("stream %s failed", sid)
                 finished.append(sid)
+        ending = [s for s in list(self._ending) if s in self._sessions]
+        self._report_errors(moved)  # those found before the ends just seen come first
+        for sid in ending:
+            if sid in moved or sid in finished:
+                continue
+            try:
+                self._sessions[sid].finish()
+            except _SessionMoved:
+                moved.append(sid)
+                continue
+            except Exception:
+                log.exception("stream %s failed", sid)
+            finished.append(sid)
         return finished, moved
+
+    def _report_errors(self, moved: list[str]) -> None:
+        """Emit the errors ingestion found (on this thread: emitting waits on the bus)."""
+        with self._errors_lock:
+            errors, self._errors = self._errors, []
+        for session, exc in errors:
+            try:
+                session.error(exc)
+            except _SessionMoved:
+                moved.append(session.sid)
 
 
 async def _commit(subscription: Subscription, records: list[Record]) -> None:

@@ -4,8 +4,10 @@ client sees every final once, with seq unbroken."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -21,25 +23,31 @@ def test_a_killed_stream_worker_is_replaced_without_losing_or_repeating_finals(
     cluster: DistributedPlatform,
 ) -> None:
     pcm, _, refs = joined_utterances()
+    for worker in ("worker-0", "worker-1"):  # both in the group: no rebalance mid-stream
+        _wait_until(lambda w=worker: _owns_audio(cluster, w))
     events: list[Message] = []
-    outcome: list[Transcript] = []
+    outcome: list[Transcript | BaseException] = []
 
     def stream() -> None:
-        with Client(cluster.url, cluster.api_key, cluster.mqtt_url) as client:
-            outcome.append(client.stream(pcm_chunks(pcm), speed=1.5, on_event=events.append))
+        try:
+            with Client(cluster.url, cluster.api_key, cluster.mqtt_url) as client:
+                outcome.append(client.stream(pcm_chunks(pcm), speed=1.5, on_event=events.append))
+        except BaseException as exc:  # reported by the test below
+            outcome.append(exc)
 
     streaming = threading.Thread(target=stream, daemon=True)
     streaming.start()
     deadline = time.monotonic() + 120
     while not any(m.type == "final" for m in events):  # the stream is under way
-        assert time.monotonic() < deadline and streaming.is_alive(), "no final came"
+        assert time.monotonic() < deadline and streaming.is_alive(), ("no final came", outcome)
         time.sleep(0.1)
     sid = events[0].sid
     (owner,) = [w for w in ("worker-0", "worker-1") if f"stream {sid} opened" in cluster.log(w)]
+    assert f"stream {sid} moved" not in cluster.log(owner)
     cluster.kill(owner)
     other = "worker-1" if owner == "worker-0" else "worker-0"
     streaming.join(300)
-    assert outcome, "the stream did not complete"
+    assert outcome and isinstance(outcome[0], Transcript), ("the stream did not complete", outcome)
     assert f"stream {sid} resumed at chunk" in cluster.log(other, tail=None)
 
     assert [m.seq for m in events] == list(range(events[0].seq, events[0].seq + len(events)))
@@ -51,4 +59,20 @@ def test_a_killed_stream_worker_is_replaced_without_losing_or_repeating_finals(
     print(f"stream WER across the takeover: {wer:.4f}")
     assert wer <= 0.1
     transcript = outcome[0]
+    assert isinstance(transcript, Transcript)
     assert [s.text for s in transcript.segments] == [f.segment.text for f in finals]
+
+
+def _owns_audio(cluster: DistributedPlatform, worker: str) -> bool:
+    """The worker's stream consumer holds some partitions of the audio topic."""
+    assigned = re.findall(
+        r"transcription\.audio .*assigned partitions \[(.*)\]", cluster.log(worker)
+    )
+    return any(assigned)  # cooperative rebalancing also logs empty increments
+
+
+def _wait_until(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from voxwire.errors import EngineError
@@ -20,7 +22,11 @@ class ScriptedEngine:
         self.fail = fail
 
     def transcribe(
-        self, audio: Audio, options: EngineOptions, on_segment: SegmentCallback | None = None
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
     ) -> list[Segment]:
         for segment in self.segments:
             if on_segment:
@@ -87,7 +93,11 @@ def test_engine_failure_becomes_an_error_message() -> None:
 
 class BrokenEngine(ScriptedEngine):
     def transcribe(
-        self, audio: Audio, options: EngineOptions, on_segment: SegmentCallback | None = None
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
     ) -> list[Segment]:
         raise RuntimeError("segfault avoided")
 

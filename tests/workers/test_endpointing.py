@@ -21,6 +21,7 @@ from voxwire.workers.endpointing import (
     EndpointConfig,
     Endpointer,
     Event,
+    FinalLikely,
     PartialDue,
     SegmentFinal,
     SpeechStarted,
@@ -171,8 +172,29 @@ def test_partials_can_be_turned_off() -> None:
 def test_partials_go_on_during_a_short_pause(config: EndpointConfig) -> None:
     # Speech 0-1984 ms then a pause: the 2 s partial falls inside the pause, before the final.
     events = endpoint(runs((SPEECH, 62), (QUIET, 30)), config)
-    assert [type(e) for e in events] == [SpeechStarted, PartialDue, SegmentFinal, SpeechStopped]
+    kinds = [SpeechStarted, PartialDue, FinalLikely, SegmentFinal, SpeechStopped]
+    assert [type(e) for e in events] == kinds
     assert events[1] == PartialDue(0, 2016)
+
+
+# --- early finals ----------------------------------------------------------------------------
+
+
+def test_final_likely_comes_once_per_pause_with_the_final_s_bounds(config: EndpointConfig) -> None:
+    # speech, a 320 ms pause (no final), speech, then silence: two FinalLikely, one final
+    events = endpoint(runs((SPEECH, 40), (QUIET, 10), (SPEECH, 20), (QUIET, 30)), config)
+    likely, (final,) = of(FinalLikely, events), of(SegmentFinal, events)
+    assert len(likely) == 2
+    assert (likely[-1].start_ms, likely[-1].end_ms) == (final.start_ms, final.end_ms)
+    assert events.index(likely[-1]) < events.index(final)
+    assert likely[0].end_ms == 40 * 32 + config.post_roll_ms  # the first pause's would-be end
+
+
+def test_final_likely_waits_for_the_post_roll_and_skips_drops(config: EndpointConfig) -> None:
+    seven = endpoint(runs((SPEECH, 40), (QUIET, 6)), config)  # 192 ms of pause
+    assert of(FinalLikely, seven) == []
+    assert of(FinalLikely, endpoint(runs((SPEECH, 40), (QUIET, 7)), config)) != []
+    assert of(FinalLikely, endpoint(runs((SPEECH, 3), (QUIET, 30)), config)) == []  # a blip
 
 
 # --- forced final at max_segment_s ---------------------------------------------------------

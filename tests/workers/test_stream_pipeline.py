@@ -28,6 +28,7 @@ from voxwire.workers.engine import (
     EngineOptions,
     Segment,
     SegmentCallback,
+    TranscriptionAborted,
 )
 from voxwire.workers.engines import create_engine
 from voxwire.workers.stream_pipeline import (
@@ -91,11 +92,17 @@ class ScriptedEngine:
         self.calls: list[int] = []  # ms of audio per call
 
     def transcribe(
-        self, audio: Audio, options: EngineOptions, on_segment: SegmentCallback | None = None
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
     ) -> list[Segment]:
         self.calls.append(len(audio) // 16)
         if self.clock is not None:
             self.clock.t += self.cost_s
+        if abort is not None and abort():
+            raise TranscriptionAborted("aborted")
         if len(self.calls) in self.fail_on:
             raise self.fail_on[len(self.calls)]
         text = self.text(audio)
@@ -389,6 +396,21 @@ def test_a_final_supersedes_queued_partials_of_its_segment() -> None:
     assert engine.calls == [7208 - 824]  # speech ends at 7008 ms, + 200 ms post-roll
 
 
+def test_a_preempted_partial_is_dropped_and_finals_are_not_preemptible() -> None:
+    out: list[Message] = []
+    clock, engine = Clock(), ScriptedEngine()
+    queued: list[int] = []
+    session = StreamSession(
+        "s1", engine, EngineOptions(), StreamConfig(), (), out.append,
+        vad=ScriptedVad([(1000, 6000, 0.95)]), now=clock, preempted=lambda: True,
+        on_queued=queued.append,
+    )  # fmt: skip
+    feed(session, tone(8.0), clock)
+    assert of_type(out, "partial") == [] and session.preempted_partials >= 2
+    assert len(of_type(out, "final")) == 1  # transcribed itself: the likely final was dropped
+    assert sorted(set(queued)) == [0, 1, 2, 3]  # progress, final, likely final, partials
+
+
 def test_an_unchanged_partial_is_not_sent_again() -> None:
     out = run(tone(10.0), ScriptedVad([(1000, 9000, 0.95)]), ScriptedEngine(lambda a: "same"))
     assert len(of_type(out, "partial")) == 1
@@ -425,11 +447,13 @@ def test_matches_follow_their_final() -> None:
 
 
 def test_an_engine_error_costs_one_segment() -> None:
-    engine = ScriptedEngine(fail_on={1: EngineError("boom", hint="retry")})
+    # calls 1 and 2: the first segment's likely final, then the final itself
+    boom = EngineError("boom", hint="retry")
+    engine = ScriptedEngine(fail_on={1: boom, 2: boom})
     spans = [(1000, 2000, 0.95), (4000, 5000, 0.95)]
     out = run(tone(7.0), ScriptedVad(spans), engine, StreamConfig(partial_interval_s=0))
-    (error,) = [m for m in out if isinstance(m, ErrorMessage)]
-    assert error.code == "engine" and not error.fatal
+    errors = [m for m in out if isinstance(m, ErrorMessage)]
+    assert [(e.code, e.fatal) for e in errors] == [("engine", False)] * 2
     assert [f.segment.id for f in of_type(out, "final")] == ["s1-0"]
     last = out[-1]
     assert isinstance(last, ProgressMessage) and last.status == "completed"
@@ -457,16 +481,19 @@ def test_latency_breakdown_and_lag() -> None:
     out: list[Message] = []
     session = make_session(engine, ScriptedVad([(1000, 3000, 0.95)]), clock, out)
     feed(session, tone(5.0), clock)
-    (partial,) = of_type(out, "partial")
+    partial, likely = of_type(out, "partial")
     (final,) = of_type(out, "final")
     assert isinstance(partial, StreamSegmentMessage) and isinstance(final, StreamSegmentMessage)
     assert partial.segment.end_ms == 2848  # the first frame ending 2 s after 824 ms
     assert partial.latency is not None and final.latency is not None
     assert partial.latency.model_dump() == {"vad_ms": 0, "queue_ms": 0, "transcribe_ms": 250}
     # speech ends at 3008 ms, the segment at 3208 (post-roll), in the chunk that
-    # arrives at 3.3 s; 600 ms of silence are complete in the chunk of 3.7 s
-    assert final.segment.end_ms == 3208
-    assert final.latency.model_dump() == {"vad_ms": 400, "queue_ms": 0, "transcribe_ms": 250}
+    # arrives at 3.3 s: the pause has lasted the post-roll, the likely final is
+    # transcribed then; 600 ms of silence are complete in the chunk of 3.7 s,
+    # and the final goes out with the likely final's text, not transcribed again
+    assert likely.segment.end_ms == final.segment.end_ms == 3208
+    assert likely.segment.text == final.segment.text and len(engine.calls) == 2
+    assert final.latency.model_dump() == {"vad_ms": 400, "queue_ms": 0, "transcribe_ms": 0}
     wire = final.model_dump_json()
     parsed = parse_message(wire)
     assert isinstance(parsed, SegmentMessage) and parsed.latency == final.latency
@@ -559,7 +586,11 @@ class TimedEngine:
         self.name, self.engine, self.clock = engine.name, engine, clock
 
     def transcribe(
-        self, audio: Audio, options: EngineOptions, on_segment: SegmentCallback | None = None
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
     ) -> list[Segment]:
         began = time.perf_counter()
         try:

@@ -44,7 +44,14 @@ import numpy as np
 
 from voxwire.errors import EngineError, ModelError
 from voxwire.models import validate
-from voxwire.workers.engine import SAMPLE_RATE, Audio, EngineOptions, Segment, SegmentCallback
+from voxwire.workers.engine import (
+    SAMPLE_RATE,
+    Audio,
+    EngineOptions,
+    Segment,
+    SegmentCallback,
+    TranscriptionAborted,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +64,7 @@ _LOG_LEVELS = {3: logging.WARNING, 4: logging.ERROR}
 _BRACKETED = re.compile(r"\[[^\]]*\]")
 _MARKERS_ONLY = re.compile(r"^[\s♪♫*.…-]*(\([^)]*\)[\s♪♫*.…-]*)*$")
 
+_ABORTED = ("failed to encode", "failed to decode")  # what whisper.cpp logs when aborted
 _log_lock = threading.Lock()
 _log_routed = False
 _load_errors: list[str] | None = None
@@ -66,6 +74,8 @@ def _on_whisper_log(level: int, text: str) -> None:
     message = text.rstrip()
     if level == _GGML_ERROR and _load_errors is not None:
         _load_errors.append(message)
+    if message.endswith(_ABORTED):  # also an abort asked for; a real failure raises anyway
+        level = 0
     log.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s", message)
 
 
@@ -210,11 +220,13 @@ class WhisperCppEngine:
         audio: Audio,
         options: EngineOptions,
         on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
     ) -> list[Segment]:
         """Transcribe ``audio``; ``on_segment`` sees each segment as whisper.cpp
         produces it. An exception raised by ``on_segment`` stops the
-        transcription and is re-raised as is. Other failures raise
-        :class:`EngineError`."""
+        transcription and is re-raised as is; ``abort`` returning True stops it
+        with :class:`TranscriptionAborted` (whisper.cpp polls it while it
+        computes). Other failures raise :class:`EngineError`."""
         samples = _check_audio(audio)
         if samples.size < SAMPLE_RATE // 10:
             return []  # whisper.cpp refuses less than 100 ms
@@ -224,7 +236,17 @@ class WhisperCppEngine:
         if on_segment is not None:
             forward = _forwarder(on_segment, failures, duration_ms)
             pw.assign_new_segment_callback(params, forward)
-        pw.assign_abort_callback(params, lambda: bool(failures))
+        aborted: list[bool] = []
+
+        def stop() -> bool:
+            if failures:
+                return True
+            if abort is not None and abort():
+                aborted.append(True)
+                return True
+            return False
+
+        pw.assign_abort_callback(params, stop)
         with self._lock:
             ctx = self._ctx
             if ctx is None:
@@ -235,6 +257,8 @@ class WhisperCppEngine:
                 raise EngineError(f"whisper.cpp failed: {exc}") from exc
             if failures:
                 raise failures[0]
+            if aborted:
+                raise TranscriptionAborted("transcription aborted")
             if code != 0:
                 raise EngineError(f"whisper.cpp failed with code {code}")
             return _segments(ctx, 0, pw.whisper_full_n_segments(ctx), duration_ms)
