@@ -47,7 +47,12 @@ from pydantic import ValidationError
 from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription
 from voxwire.errors import AudioError, BusError, VoxwireError
 from voxwire.workers.engine import Engine, EngineOptions
-from voxwire.workers.stream_checkpoints import Checkpoints, MemoryCheckpoints, StreamCheckpoint
+from voxwire.workers.stream_checkpoints import (
+    CheckpointError,
+    Checkpoints,
+    MemoryCheckpoints,
+    StreamCheckpoint,
+)
 from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession
 from voxwire.workers.vad import SileroVad, Vad
 from voxwire_client.api import StreamRequest
@@ -133,22 +138,33 @@ class StreamWorker:
         self.ignored = 0
 
     async def run(self) -> None:
+        """Ingest and transcribe until one of them fails (then the worker ends,
+        and another resumes its sessions) or the task is cancelled."""
         self._loop = asyncio.get_running_loop()
         subscription = self._subscription = self._bus.subscribe(AUDIO_TOPIC, self._group)
-        engine_task = asyncio.create_task(self._engine_loop(subscription))
+        tasks = [
+            asyncio.create_task(self._ingest(subscription)),
+            asyncio.create_task(self._engine_loop(subscription)),
+        ]
         try:
-            while True:
-                records = await subscription.next_batch(200)
-                free = [record for record in records if not await self._handle(record)]
-                for sid in [s for s in self._sessions if not self._owns(s)]:
-                    self._forget(sid)
-                self._wake.set()
-                await _commit(subscription, free)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
         finally:
-            engine_task.cancel()
-            await asyncio.gather(engine_task, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await subscription.close()
             self._pool.shutdown(wait=False)
+
+    async def _ingest(self, subscription: Subscription) -> None:
+        while True:
+            records = await subscription.next_batch(200)
+            free = [record for record in records if not await self._handle(record)]
+            for sid in [s for s in self._sessions if not self._owns(s)]:
+                self._forget(sid)
+            self._wake.set()
+            await _commit(subscription, free)
 
     # -- ingestion (event loop) ----------------------------------------------------------
 
@@ -379,6 +395,8 @@ class StreamWorker:
                 self._sessions[sid].run_next()
             except _SessionMoved:
                 moved.append(sid)
+            except (BusError, CheckpointError):
+                raise  # the session is fine, the worker cannot deliver: end the worker
             except Exception:
                 log.exception("stream %s failed", sid)
                 finished.append(sid)
@@ -392,6 +410,8 @@ class StreamWorker:
             except _SessionMoved:
                 moved.append(sid)
                 continue
+            except (BusError, CheckpointError):
+                raise
             except Exception:
                 log.exception("stream %s failed", sid)
             finished.append(sid)

@@ -12,6 +12,7 @@ import pytest
 from tests.workers.test_stream_pipeline import CHUNK_MS, EnergyVad, ScriptedEngine, bursts, pcm
 from voxwire.bridge.ingest import envelope
 from voxwire.bus import RESULTS_TOPIC, MemoryBus, Record, Subscription
+from voxwire.errors import BusError
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream_checkpoints import MemoryCheckpoints
 from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart, StreamWorker
@@ -106,3 +107,27 @@ async def test_checkpoints_precede_messages_and_a_moved_session_goes_quiet() -> 
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     assert all(m.sid == "mv1" for m in out)
+
+
+class BrokenResults(MemoryBus):
+    """The results topic refuses every record (Kafka down past the delivery timeout)."""
+
+    async def produce(self, topic: str, key: str, value: bytes) -> None:
+        if topic == RESULTS_TOPIC:
+            raise BusError("results refused")
+        await super().produce(topic, key, value)
+
+
+async def test_a_worker_that_cannot_deliver_ends_and_leaves_its_sessions_to_resume() -> None:
+    bus, checkpoints = BrokenResults(), MemoryCheckpoints()
+    worker = StreamWorker(
+        bus, ScriptedEngine(), EngineOptions(), checkpoints=checkpoints, vad_factory=EnergyVad
+    )
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.05)
+    start = StreamStart("br1", "t1", StreamRequest())
+    await bus.produce(AUDIO_TOPIC, "br1", envelope("stream/br1/start", start.encode(), "gateway"))
+    with pytest.raises(BusError, match="results refused"):
+        await asyncio.wait_for(running, 10)
+    saved = await checkpoints.load("br1")
+    assert saved is not None and not saved.done  # left for another worker, not closed
