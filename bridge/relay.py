@@ -25,8 +25,7 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription
-from voxwire.errors import BusError
+from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription, commit_or_warn
 from voxwire_client.messages import Message, encode_message, parse_message, topic_kind
 from voxwire_client.topics import session_topic
 
@@ -135,7 +134,4 @@ async def _settle(
         await acked
     if previous is not None:
         await previous  # a batch that failed stops the commits of those after it
-    try:
-        await subscription.commit(*records)
-    except BusError as exc:
-        log.warning("relay: %s", exc)
+    await commit_or_warn(subscription, records)

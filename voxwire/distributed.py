@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -38,6 +38,7 @@ from voxwire.models import registry
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire.store.hot import HotState
 from voxwire.store.postgres import PostgresStore
+from voxwire.tasks import first_failure
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
@@ -131,7 +132,7 @@ async def run_worker(settings: Settings) -> None:
         worker = FileWorker(bus, open_blob_store(settings), engines[1:], options)
         streams = StreamWorker(bus, engines[0], options, checkpoints=checkpoints)
         try:
-            await _first_failure(worker.run(), streams.run())
+            await first_failure(worker.run(), streams.run())
         finally:
             for engine in engines:
                 engine.close()
@@ -174,7 +175,7 @@ async def run_bridge(settings: Settings) -> None:
                 password=password,
             )
             try:
-                await _first_failure(relay.run(), ingest.run(), indexer.run())
+                await first_failure(relay.run(), ingest.run(), indexer.run())
             finally:
                 await index.close()
     finally:
@@ -185,16 +186,3 @@ async def run_bridge(settings: Settings) -> None:
 def index_alias(settings: Settings) -> str:
     base = "voxwire-transcripts"
     return f"{base}-{settings.namespace}" if settings.namespace else base
-
-
-async def _first_failure(*jobs: Awaitable[None]) -> None:
-    """Run jobs until one ends or fails; cancel the others."""
-    tasks = [asyncio.ensure_future(job) for job in jobs]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)

@@ -44,8 +44,9 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription
+from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription, commit_or_warn
 from voxwire.errors import AudioError, BusError, VoxwireError
+from voxwire.tasks import first_failure
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.stream_checkpoints import (
     CheckpointError,
@@ -142,18 +143,9 @@ class StreamWorker:
         and another resumes its sessions) or the task is cancelled."""
         self._loop = asyncio.get_running_loop()
         subscription = self._subscription = self._bus.subscribe(AUDIO_TOPIC, self._group)
-        tasks = [
-            asyncio.create_task(self._ingest(subscription)),
-            asyncio.create_task(self._engine_loop(subscription)),
-        ]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()
+            await first_failure(self._ingest(subscription), self._engine_loop(subscription))
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             await subscription.close()
             self._pool.shutdown(wait=False)
 
@@ -164,7 +156,7 @@ class StreamWorker:
             for sid in [s for s in self._sessions if not self._owns(s)]:
                 self._forget(sid)
             self._wake.set()
-            await _commit(subscription, free)
+            await commit_or_warn(subscription, free)
 
     # -- ingestion (event loop) ----------------------------------------------------------
 
@@ -327,7 +319,7 @@ class StreamWorker:
                 self._forget(sid)
             for sid in finished:
                 await self._close(sid)
-            await _commit(subscription, self._settled_records(finished))
+            await commit_or_warn(subscription, self._settled_records(finished))
 
     async def _close(self, sid: str) -> None:
         """The session is done: say so in its checkpoint, forget it here."""
@@ -426,12 +418,3 @@ class StreamWorker:
                 session.error(exc)
             except _SessionMoved:
                 moved.append(session.sid)
-
-
-async def _commit(subscription: Subscription, records: list[Record]) -> None:
-    if not records:
-        return
-    try:
-        await subscription.commit(*records)
-    except BusError as exc:  # a later commit covers them, or they come again: both harmless
-        log.warning("stream worker: %s", exc)

@@ -7,7 +7,22 @@ bus of distributed mode. Topics are named as in Kafka::
     transcription.results  key = sid, a wire message (JSON)
 """
 
-from voxwire.bus.base import JOBS_TOPIC, RESULTS_TOPIC, Bus, Record, Subscription
+from voxwire.bus.base import (
+    JOBS_TOPIC,
+    RESULTS_TOPIC,
+    Bus,
+    Record,
+    Subscription,
+    commit_or_warn,
+)
 from voxwire.bus.memory import MemoryBus
 
-__all__ = ["JOBS_TOPIC", "RESULTS_TOPIC", "Bus", "MemoryBus", "Record", "Subscription"]
+__all__ = [
+    "JOBS_TOPIC",
+    "RESULTS_TOPIC",
+    "Bus",
+    "MemoryBus",
+    "Record",
+    "Subscription",
+    "commit_or_warn",
+]

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Protocol
+
+from voxwire.errors import BusError
+
+log = logging.getLogger(__name__)
 
 JOBS_TOPIC = "transcription.jobs"
 RESULTS_TOPIC = "transcription.results"
@@ -42,6 +47,17 @@ class Subscription(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+async def commit_or_warn(subscription: Subscription, records: list[Record]) -> None:
+    """Commit ``records``; a refused commit is only logged: a later commit covers
+    them, or they are delivered again and their repeats are skipped downstream."""
+    if not records:
+        return
+    try:
+        await subscription.commit(*records)
+    except BusError as exc:
+        log.warning("%s", exc)
 
 
 class Bus(Protocol):
