@@ -300,18 +300,6 @@ class MqttConnection:
         except TimeoutError as exc:
             raise MqttError(f"no acknowledgement within {timeout_s} s", topic=topic) from exc
 
-    async def publish_many(
-        self,
-        messages: Sequence[tuple[str, bytes]],
-        *,
-        qos: int = 1,
-        retain: bool = True,
-        expiry_s: int | None = None,
-    ) -> None:
-        """Publish ``(topic, payload)`` pairs in order; return once the broker has
-        acknowledged every one, or raise the first :class:`MqttError`."""
-        await self.send_many(messages, qos=qos, retain=retain, expiry_s=expiry_s)
-
     def send_many(
         self,
         messages: Sequence[tuple[str, bytes]],
