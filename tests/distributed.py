@@ -147,6 +147,26 @@ class DistributedPlatform:
         text = (self.log_dir / f"{name}.log").read_text(errors="replace")
         return text if tail is None else text[-tail:]
 
+    def digest(self, lines: int = 12) -> str:
+        """What each process said last, and its last warnings and errors: printed
+        when a test fails, so a failure away from this machine can be read."""
+        parts = []
+        for path in sorted(self.log_dir.glob("*.log")):
+            text = path.read_text(errors="replace").splitlines()
+            exited = self.processes.get(path.stem)
+            status = "not running" if exited is None or exited.poll() is not None else "running"
+            notable = [
+                line
+                for line in text
+                if (" WARNING " in line or " ERROR " in line or "Traceback" in line)
+                and "librdkafka: FAIL" not in line
+            ]
+            parts.append(f"== {path.stem} ({status}, {len(text)} lines)")
+            parts += [line[:300] for line in notable[-lines:]]
+            parts.append("-- last lines")
+            parts += [line[:300] for line in text[-5:]]
+        return "\n".join(parts)
+
     def kill(self, name: str) -> None:
         """SIGKILL: no goodbye to Kafka or the broker."""
         process = self.processes[name]

@@ -272,6 +272,51 @@ async def test_uncommitted_records_are_redelivered_after_a_crash(
     assert [r.offset for r in records] == [1, 2, 3, 4, 5]
 
 
+def _kafka_pid() -> int:
+    """The broker started by scripts/services.sh (its pid file)."""
+    pid_file = REPO / ".services" / "kafka" / "pid"
+    if not pid_file.exists():
+        reason = f"no {pid_file}: this test freezes the broker that scripts/services.sh started"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return int(pid_file.read_text().split()[0])
+
+
+@contextlib.contextmanager
+def _frozen(pid: int) -> Iterator[None]:
+    """The broker stopped (SIGSTOP): connections stay open, nothing answers."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def test_a_commit_the_broker_never_answers_fails_and_is_sent_again(kafka: Kafka) -> None:
+    """A commit waits at most ``commit_timeout_s`` for the broker (its caller
+    gets a BusError instead of hanging, here well before librdkafka's own 60 s
+    request timeout); once the broker answers again the commit is sent again,
+    so the group does not get the record a second time."""
+    topic, group = kafka.topic(), kafka.group()
+    options = replace(FAST, commit_timeout_s=1.0)
+    bus = KafkaBus(kafka.bootstrap, options=options)
+    await bus.produce(topic, "sid", b"job")
+    subscription = bus.subscribe(topic, group)
+    [record] = await take(subscription, 1)
+    with _frozen(_kafka_pid()), pytest.raises(BusError, match="no answer within 1 s"):
+        async with asyncio.timeout(20):
+            await subscription.commit(record)
+    await bus.close()  # the last commit goes out on close
+
+    again = KafkaBus(kafka.bootstrap, options=options)
+    await again.produce(topic, "sid", b"next")
+    later = again.subscribe(topic, group)
+    [first] = await take(later, 1)
+    assert first.value == b"next"
+    await again.close()
+
+
 async def test_a_cancelled_next_loses_nothing(kafka: Kafka, bus: KafkaBus) -> None:
     topic = kafka.topic()
     for n in range(40):
