@@ -1,9 +1,15 @@
-"""Transcript search: the index interface and the hits it returns.
+"""Transcript search: the index interface, the query and the hits it returns.
 
-:class:`SearchIndex` is what workers (indexing final segments) and the gateway
-(searching) use; :class:`voxwire.search.opensearch.OpenSearchIndex` implements it
-on OpenSearch (and Elasticsearch: the mapping and queries keep to their common
-DSL). The implementation modules are imported by whoever chooses one, so this
+:class:`SearchIndex` is what the indexer (final segments from the results
+stream) and the gateway (searches) use. Two implementations answer the same
+queries (:mod:`voxwire.search.query`) with the same hits, except where their
+ranking functions differ in detail:
+
+- :class:`voxwire.search.sqlite_fts.SqliteSearchIndex`: SQLite FTS5, embedded mode;
+- :class:`voxwire.search.opensearch.OpenSearchIndex`: OpenSearch (or
+  Elasticsearch: the mapping and queries keep to their common DSL), distributed mode.
+
+The implementation modules are imported by whoever chooses one, so this
 package needs none of their client libraries.
 
 Every search is scoped to one tenant: a tenant never sees another's sessions.
@@ -11,11 +17,12 @@ Every search is scoped to one tenant: a tenant never sees another's sessions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
 from voxwire.errors import VoxwireError
+from voxwire.search.query import SearchHit, SearchPage, SearchQuery, SearchQueryError
 from voxwire_client.messages import SegmentData
 
 
@@ -25,43 +32,39 @@ class SearchIndexError(VoxwireError):
     code = "search"
 
 
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One matching segment; ``highlight`` marks the matched words with ``<em>``."""
-
-    sid: str
-    segment_id: str
-    index: int
-    start_ms: int
-    end_ms: int
-    text: str
-    highlight: str
-    score: float
-
-
 class SearchIndex(Protocol):
     async def ensure_index(self) -> bool:
         """Create the index when missing; True when this call created it."""
         ...
 
-    async def index_segment(
+    async def index_segments(
         self,
         tenant_id: str,
         sid: str,
-        segment: SegmentData,
+        segments: Sequence[SegmentData],
         created_at: datetime,
         language: str | None = None,
     ) -> None:
-        """Add or replace (by ``segment.index``) one final segment of a session."""
+        """Add or replace (by ``segment.index``) final segments of one session."""
         ...
 
-    async def search(
-        self, tenant_id: str, query: str, sid: str | None = None, size: int = 10
-    ) -> list[SearchHit]:
-        """The best matching segments of ``tenant_id``'s sessions (or of one session)."""
+    async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:
+        """One page of the segments of ``tenant_id``'s sessions that answer ``query``,
+        best first; raise SearchQueryError for a query with nothing to search."""
+        ...
+
+    async def refresh(self) -> None:
+        """Make everything indexed so far searchable now."""
         ...
 
     async def close(self) -> None: ...
 
 
-__all__ = ["SearchHit", "SearchIndex", "SearchIndexError"]
+__all__ = [
+    "SearchHit",
+    "SearchIndex",
+    "SearchIndexError",
+    "SearchPage",
+    "SearchQuery",
+    "SearchQueryError",
+]

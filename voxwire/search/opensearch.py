@@ -1,18 +1,24 @@
 """Transcript search on OpenSearch (or Elasticsearch: common DSL only).
 
 One document per session, id ``<tenant_id>:<sid>``, in the index
-``voxwire-transcripts-v1`` behind the alias ``voxwire-transcripts`` (a new
-mapping goes to ``-v2``, is filled by a reindex, and the alias is swapped)::
+``voxwire-transcripts-v2`` behind the alias ``voxwire-transcripts`` (a new
+mapping goes to ``-v3``, is filled by ``voxwire search reindex``, and the alias
+is swapped)::
 
     sid, tenant_id, language   keyword
     created_at                 date
     text                       the segments' text in index order
-    segments                   nested: segment_id, index, start_ms, end_ms, text
+    segments                   nested: segment_id, index, start_ms, end_ms,
+                               text, norm
 
-Text is analysed by ``vx_english`` (standard tokenizer, possessive stemmer,
-lowercase, asciifolding, English stop words, English stemmer) and, in the
-``.exact`` subfield, by ``vx_exact`` (no stop words, no stemming) so that quoted
-phrases match word for word.
+Searches run on ``segments.norm``: the segment's words as
+:func:`voxwire.matching.normalize` writes them (numbers as digits, accents and
+punctuation gone), analysed by ``vx_norm`` (whitespace tokenizer, lowercase,
+Porter stemmer), as SQLite FTS5's ``porter`` tokenizer does in embedded mode.
+``text`` keeps the source design's ``vx_english`` analysis (standard
+tokenizer, possessive stemmer, lowercase, asciifolding, English stop words,
+English stemmer; ``.exact`` without stop words and stemming) for ad-hoc use
+in OpenSearch Dashboards.
 
 Segments arrive one at a time, possibly redelivered or out of order: a scripted
 upsert (Painless, run atomically on the shard, retried on version conflicts)
@@ -28,17 +34,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import OpenSearchException, RequestError
 
-from voxwire.search import SearchHit, SearchIndexError
+from voxwire.matching import normalize
+from voxwire.search import SearchIndexError
+from voxwire.search.query import (
+    MAX_OFFSET,
+    MAX_PAGE,
+    ParsedQuery,
+    SearchHit,
+    SearchPage,
+    SearchQuery,
+    fuzzy_distance,
+    highlight,
+    parse_query,
+)
 from voxwire_client.messages import SegmentData
 
 ALIAS = "voxwire-transcripts"
-VERSION = 1
+VERSION = 2
 
 _T = TypeVar("_T")
 
@@ -47,6 +66,7 @@ _TEXT_ANALYSIS: dict[str, Any] = {
         "vx_english_possessive": {"type": "stemmer", "language": "possessive_english"},
         "vx_english_stop": {"type": "stop", "stopwords": "_english_"},
         "vx_english_stemmer": {"type": "stemmer", "language": "english"},
+        "vx_porter": {"type": "stemmer", "language": "porter"},
     },
     "analyzer": {
         "vx_english": {
@@ -64,6 +84,11 @@ _TEXT_ANALYSIS: dict[str, Any] = {
             "type": "custom",
             "tokenizer": "standard",
             "filter": ["lowercase", "asciifolding"],
+        },
+        "vx_norm": {
+            "type": "custom",
+            "tokenizer": "whitespace",
+            "filter": ["lowercase", "vx_porter"],
         },
     },
 }
@@ -90,6 +115,7 @@ MAPPINGS: dict[str, Any] = {
                 "start_ms": {"type": "long"},
                 "end_ms": {"type": "long"},
                 "text": _TEXT_FIELD,
+                "norm": {"type": "text", "analyzer": "vx_norm"},
             },
         },
     },
@@ -171,7 +197,12 @@ class OpenSearchIndex:
         """
         if await self._call(self._client.indices.exists_alias, name=self.alias):
             return False
-        settings: dict[str, Any] = {"number_of_shards": self._shards, "analysis": _TEXT_ANALYSIS}
+        settings: dict[str, Any] = {
+            "number_of_shards": self._shards,
+            "analysis": _TEXT_ANALYSIS,
+            # a page of hits is drawn from one session's segments at worst
+            "max_inner_result_window": MAX_OFFSET + MAX_PAGE + 1,
+        }
         if self._replicas is not None:
             settings["number_of_replicas"] = self._replicas
         body = {"settings": settings, "mappings": MAPPINGS, "aliases": {self.alias: {}}}
@@ -251,23 +282,24 @@ class OpenSearchIndex:
             params={"ignore": 404},
         )
 
-    async def search(
-        self, tenant_id: str, query: str, sid: str | None = None, size: int = 10
-    ) -> list[SearchHit]:
-        """The best matching segments of ``tenant_id``'s sessions, best first.
-
-        ``query`` is simple query syntax: words must all match (stemmed: "run"
-        finds "running"), ``"a quoted phrase"`` matches word for word, ``-word``
-        excludes, ``a | b`` is either.
-        """
-        if not query.strip():
-            return []
+    async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:
+        """One page of ``tenant_id``'s segments that answer ``query``, best first."""
+        parsed = parse_query(query.q)
+        window = query.offset + query.size + 1  # one more: is there a next page?
         result = await self._call(
-            self._client.search, index=self.alias, body=_search_body(tenant_id, query, sid, size)
+            self._client.search,
+            index=self.alias,
+            body=_search_body(tenant_id, query, parsed, window),
         )
         hits = [h for doc in result["hits"]["hits"] for h in _segment_hits(doc)]
         hits.sort(key=lambda h: (-h.score, h.sid, h.index))
-        return hits[:size]
+        page = [
+            replace(h, highlight=highlight(h.text, parsed, fuzzy=query.fuzzy))
+            for h in hits[query.offset : query.offset + query.size]
+        ]
+        return SearchPage(
+            tuple(page), query.offset, query.size, len(hits) > query.offset + query.size
+        )
 
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)
@@ -280,42 +312,52 @@ def _segment_doc(segment: SegmentData) -> dict[str, Any]:
         "start_ms": segment.start_ms,
         "end_ms": segment.end_ms,
         "text": segment.text,
+        "norm": " ".join(t.text for t in normalize(segment.text)),
     }
 
 
-def _search_body(tenant_id: str, query: str, sid: str | None, size: int) -> dict[str, Any]:
+def _search_body(
+    tenant_id: str, query: SearchQuery, parsed: ParsedQuery, window: int
+) -> dict[str, Any]:
+    """Sessions of the tenant with the filters on the document, and the segments
+    that answer the query (with the time window) as nested inner hits."""
     filters: list[dict[str, Any]] = [{"term": {"tenant_id": tenant_id}}]
-    if sid is not None:
-        filters.append({"term": {"sid": sid}})
-    highlight_field = {"number_of_fragments": 0}
+    if query.sids is not None:
+        filters.append({"terms": {"sid": list(query.sids)}})
+    if query.language is not None:
+        filters.append({"term": {"language": query.language}})
+    created: dict[str, str] = {}
+    if query.created_from is not None:
+        created["gte"] = query.created_from.isoformat()
+    if query.created_to is not None:
+        created["lt"] = query.created_to.isoformat()
+    if created:
+        filters.append({"range": {"created_at": created}})
+    must: list[dict[str, Any]] = []
+    for word in parsed.words:
+        fuzziness = fuzzy_distance(word) if query.fuzzy else 0
+        must.append({"match": {"segments.norm": {"query": word, "fuzziness": fuzziness}}})
+    for phrase in parsed.phrases:
+        must.append({"match_phrase": {"segments.norm": " ".join(phrase)}})
+    timing: list[dict[str, Any]] = []
+    if query.start_ms is not None:
+        timing.append({"range": {"segments.end_ms": {"gt": query.start_ms}}})
+    if query.end_ms is not None:
+        timing.append({"range": {"segments.start_ms": {"lt": query.end_ms}}})
     nested = {
         "path": "segments",
         "score_mode": "max",
-        "query": {
-            "simple_query_string": {
-                "query": query,
-                "fields": ["segments.text"],
-                "quote_field_suffix": ".exact",
-                "default_operator": "and",
-            }
-        },
-        "inner_hits": {
-            "size": size,
-            "highlight": {
-                "pre_tags": ["<em>"],
-                "post_tags": ["</em>"],
-                "fields": {
-                    "segments.text": highlight_field,
-                    "segments.text.exact": highlight_field,
-                },
-            },
-        },
+        "query": {"bool": {"must": must, "filter": timing}},
+        "inner_hits": {"size": window, "_source": _HIT_FIELDS},
     }
     return {
-        "size": size,
+        "size": window,
         "_source": ["sid"],
         "query": {"bool": {"filter": filters, "must": [{"nested": nested}]}},
     }
+
+
+_HIT_FIELDS = [f"segments.{f}" for f in ("segment_id", "index", "start_ms", "end_ms", "text")]
 
 
 def _segment_hits(doc: dict[str, Any]) -> list[SearchHit]:
@@ -323,8 +365,6 @@ def _segment_hits(doc: dict[str, Any]) -> list[SearchHit]:
     found: list[SearchHit] = []
     for inner in doc["inner_hits"]["segments"]["hits"]["hits"]:
         seg = inner["_source"]
-        marked = inner.get("highlight", {})
-        fragments = marked.get("segments.text.exact") or marked.get("segments.text") or []
         found.append(
             SearchHit(
                 sid=sid,
@@ -333,7 +373,7 @@ def _segment_hits(doc: dict[str, Any]) -> list[SearchHit]:
                 start_ms=int(seg["start_ms"]),
                 end_ms=int(seg["end_ms"]),
                 text=str(seg["text"]),
-                highlight=str(fragments[0]) if fragments else str(seg["text"]),
+                highlight="",
                 score=float(inner["_score"]),
             )
         )

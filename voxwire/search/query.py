@@ -1,0 +1,197 @@
+"""What a search asks for, parsed the same way for every backend.
+
+A query string is words and quoted phrases; every other character is text::
+
+    twelve percent            both words, in any order, anywhere in a segment
+    "ask not what"            these words in this order
+    amercans  (fuzzy=true)    also words one or two edits away ("americans")
+
+Words are normalised as transcripts are (:func:`voxwire.matching.normalize`):
+case, accents and punctuation do not matter, and numbers match as digits or
+words ("twelve percent" finds "12%", "1813" finds "eighteen thirteen"). Both
+backends stem English words (Porter), so "count" finds "counted". There is no
+operator syntax: ``AND``, ``*``, ``:``, ``(``, ``{`` or JSON in a query are
+searched as text, so a query can never change what is searched or where.
+
+Filters narrow the segments searched: sessions, a time window within the
+audio (segments overlapping ``[start_ms, end_ms)``), when the session was
+created, and its language. Hits come best first (BM25); ``offset`` and
+``size`` page through them.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
+
+import snowballstemmer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from rapidfuzz.distance import Levenshtein
+
+from voxwire.errors import VoxwireError
+from voxwire.matching import normalize
+from voxwire_client.topics import validate_sid
+
+MAX_QUERY_CHARS = 500
+MAX_WORDS = 32
+MAX_PAGE = 100
+MAX_OFFSET = 1_000
+_PORTER = snowballstemmer.stemmer("porter")
+
+
+class SearchQueryError(VoxwireError):
+    """A query that cannot be searched: no words in it, or too many."""
+
+    code = "bad_query"
+
+
+class SearchQuery(BaseModel):
+    """The body of ``POST /v1/search`` (and of an MQTT query request)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    sids: tuple[Annotated[str, AfterValidator(validate_sid)], ...] | None = Field(
+        default=None, max_length=100
+    )
+    start_ms: int | None = Field(default=None, ge=0)
+    """Only segments that end after this point of their session's audio."""
+    end_ms: int | None = Field(default=None, ge=0)
+    """Only segments that start before this point of their session's audio."""
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    language: str | None = Field(default=None, pattern=r"^[a-z]{2,3}$")
+    fuzzy: bool = False
+    size: int = Field(default=10, ge=1, le=MAX_PAGE)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+
+    @model_validator(mode="after")
+    def _windows_are_ordered(self) -> SearchQuery:
+        if self.start_ms is not None and self.end_ms is not None and self.end_ms <= self.start_ms:
+            raise ValueError("end_ms must be after start_ms")
+        if self.created_from and self.created_to and self.created_to <= self.created_from:
+            raise ValueError("created_to must be after created_from")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedQuery:
+    """Normalised words (all required) and phrases (words in order)."""
+
+    words: tuple[str, ...]
+    phrases: tuple[tuple[str, ...], ...]
+
+    @property
+    def all_words(self) -> tuple[str, ...]:
+        return self.words + tuple(w for phrase in self.phrases for w in phrase)
+
+
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def parse_query(text: str) -> ParsedQuery:
+    """Split a query into words and phrases; raise SearchQueryError if none."""
+    phrases: list[tuple[str, ...]] = []
+    words: list[str] = []
+    rest = _QUOTED.sub(" ", text)
+    for quoted in _QUOTED.findall(text):
+        phrase = tuple(t.text for t in normalize(quoted))
+        if len(phrase) == 1:
+            words.extend(phrase)
+        elif phrase:
+            phrases.append(phrase)
+    words.extend(t.text for t in normalize(rest))
+    words = list(dict.fromkeys(words))  # a repeated word adds nothing
+    parsed = ParsedQuery(tuple(words), tuple(dict.fromkeys(phrases)))
+    count = len(parsed.all_words)
+    if count == 0:
+        raise SearchQueryError(
+            f"the query {text[:80]!r} has no words to search for",
+            hint="search for words or a quoted phrase",
+        )
+    if count > MAX_WORDS:
+        raise SearchQueryError(
+            f"the query has {count} words; at most {MAX_WORDS} are searched",
+            hint="use fewer words",
+        )
+    return parsed
+
+
+def fuzzy_distance(word: str) -> int:
+    """Edits allowed for ``word`` in a fuzzy search (OpenSearch's AUTO)."""
+    if word.isdigit():
+        return 0  # 1961 never finds 1962
+    return 0 if len(word) <= 2 else 1 if len(word) <= 5 else 2
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One matching segment; ``highlight`` is its text, HTML-escaped, with the
+    words that matched wrapped in ``<em>``."""
+
+    sid: str
+    segment_id: str
+    index: int
+    start_ms: int
+    end_ms: int
+    text: str
+    highlight: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    hits: tuple[SearchHit, ...]
+    offset: int
+    size: int
+    more: bool
+    """True when there are hits after this page (ask again with offset + size)."""
+
+
+def stem(word: str) -> str:
+    """The Porter stem of a normalised word, as both backends index it."""
+    return str(_PORTER.stemWord(word))
+
+
+def highlight(text: str, parsed: ParsedQuery, *, fuzzy: bool = False) -> str:
+    """``text`` HTML-escaped, with the words that answer the query in ``<em>``:
+    those with the stem of a query word or, in a fuzzy search, a stem within
+    the word's fuzzy distance of one."""
+    wanted = {stem(w) for w in parsed.all_words}
+    out: list[str] = []
+    pos = 0
+    for token in normalize(text):
+        if _answers(stem(token.text), wanted, fuzzy):
+            out.append(html.escape(text[pos : token.start]))
+            out.append(f"<em>{html.escape(text[token.start : token.end])}</em>")
+            pos = token.end
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+def _answers(word: str, wanted: set[str], fuzzy: bool) -> bool:
+    if word in wanted:
+        return True
+    return fuzzy and any(
+        Levenshtein.distance(word, w, score_cutoff=fuzzy_distance(w)) <= fuzzy_distance(w)
+        for w in wanted
+    )
+
+
+__all__ = [
+    "MAX_OFFSET",
+    "MAX_PAGE",
+    "MAX_QUERY_CHARS",
+    "ParsedQuery",
+    "SearchHit",
+    "SearchPage",
+    "SearchQuery",
+    "SearchQueryError",
+    "fuzzy_distance",
+    "highlight",
+    "parse_query",
+    "stem",
+]
