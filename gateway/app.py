@@ -1,4 +1,4 @@
-"""The HTTP gateway (FastAPI): upload, session status, transcripts, history, health.
+"""The HTTP gateway (FastAPI): upload, session status, transcripts, history, search, health.
 
 Every route but ``/healthz`` needs an API key: ``Authorization: Bearer <key>``
 or ``X-API-Key: <key>``. Errors are JSON bodies of :class:`ErrorBody`.
@@ -27,12 +27,15 @@ from voxwire.errors import (
 )
 from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
+from voxwire.search import SearchIndex, SearchQueryError
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire_client.api import (
     Endpoints,
     ErrorBody,
     Health,
     MessagesPage,
+    SearchPage,
+    SearchQuery,
     SessionCreated,
     SessionInfo,
     StreamCreated,
@@ -54,6 +57,7 @@ _STATUS = {
     NotFoundError: 404,
     InvalidRequestError: 400,
     PayloadTooLargeError: 413,
+    SearchQueryError: 400,
     AudioTooLongError: 413,
     AudioError: 422,
 }
@@ -66,6 +70,7 @@ class GatewayContext:
     bus: Bus
     blobs: BlobStore
     workers: int
+    search: SearchIndex
     access: AccessControl = field(default_factory=NoAccessSync)
 
 
@@ -208,6 +213,16 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     ) -> MessagesPage:
         messages = await ctx.store.messages_after(session.sid, after, limit)
         return MessagesPage(sid=session.sid, messages=messages, last_seq=session.last_seq)
+
+    @app.post(
+        "/v1/search",
+        response_model=SearchPage,
+        tags=["search"],
+        responses={400: {"model": ErrorBody}, 401: {"model": ErrorBody}},
+    )
+    async def search(caller: Caller, query: SearchQuery) -> SearchPage:
+        """Segments of the caller's transcripts that answer the query, best first."""
+        return await ctx.search.search(caller.id, query)
 
     @app.get("/v1/sessions/{sid}/audio", tags=["sessions"], response_class=Response)
     async def get_audio(session: Owned) -> Response:

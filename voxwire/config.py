@@ -84,6 +84,11 @@ class Settings(BaseModel):
         return self.data_dir / "voxwire.sqlite3"
 
     @property
+    def search_db_path(self) -> Path:
+        """The embedded search index (SQLite FTS5); rebuilt by ``voxwire search reindex``."""
+        return self.data_dir / "search.sqlite3"
+
+    @property
     def blob_dir(self) -> Path:
         return (self.shared_dir or self.data_dir) / "audio"
 

@@ -105,8 +105,10 @@ async def run_gateway(settings: Settings) -> None:
         open_store(settings) as store,
         open_access(settings) as access,
         open_bus(settings, "gateway") as bus,
+        open_search(settings) as search,
     ):
-        app = create_app(GatewayContext(settings, store, bus, open_blob_store(settings), 0, access))
+        blobs = open_blob_store(settings)
+        app = create_app(GatewayContext(settings, store, bus, blobs, 0, search, access))
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -157,12 +159,11 @@ async def run_bridge(settings: Settings) -> None:
         async with (
             open_store(settings) as store,
             open_bus(settings, "bridge") as bus,
+            open_search(settings) as index,
         ):
             relay = ResultRelay(
                 bus, store, publisher, expiry_s=settings.message_expiry_s, observers=(hot,)
             )
-            index = OpenSearchIndex.open(settings.opensearch_url, alias=index_alias(settings))
-            await index.ensure_index()
             indexer = SegmentIndexer(bus, store, index)
             ns = settings.namespace
             ingest = MqttIngest(
@@ -174,13 +175,21 @@ async def run_bridge(settings: Settings) -> None:
                 username=settings.mqtt_username,
                 password=password,
             )
-            try:
-                await first_failure(relay.run(), ingest.run(), indexer.run())
-            finally:
-                await index.close()
+            await first_failure(relay.run(), ingest.run(), indexer.run())
     finally:
         await asyncio.to_thread(publisher.close)
         await hot.close()
+
+
+@contextlib.asynccontextmanager
+async def open_search(settings: Settings) -> AsyncIterator[OpenSearchIndex]:
+    """The OpenSearch index of this installation, created when missing."""
+    index = OpenSearchIndex.open(settings.opensearch_url, alias=index_alias(settings))
+    try:
+        await index.ensure_index()
+        yield index
+    finally:
+        await index.close()
 
 
 def index_alias(settings: Settings) -> str:

@@ -19,6 +19,7 @@ import uvicorn
 from voxwire.access import SERVICE_USER, PlatformAuthenticator, SessionAuthorizer
 from voxwire.auth import NewKey, generate_key
 from voxwire.blobs import LocalBlobStore
+from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.ingest import MqttIngest
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.embedded import EmbeddedBroker
@@ -28,6 +29,7 @@ from voxwire.config import Settings
 from voxwire.errors import ConfigError
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.models import registry
+from voxwire.search.sqlite_fts import SqliteSearchIndex
 from voxwire.store import SqliteStore
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
@@ -61,6 +63,7 @@ class EmbeddedPlatform:
         self.worker: FileWorker | None = None
         self.streams: StreamWorker | None = None
         self.relay: ResultRelay | None = None
+        self.search = SqliteSearchIndex(settings.search_db_path)
 
     async def ensure_key(self) -> Bootstrap:
         """Create a default tenant and key when the store has no active key."""
@@ -126,9 +129,16 @@ class EmbeddedPlatform:
         self.relay = ResultRelay(
             self.bus, self.store, self._publisher, expiry_s=settings.message_expiry_s
         )
+        await self.search.ensure_index()
+        indexer = SegmentIndexer(self.bus, self.store, self.search)
         app = create_app(
             GatewayContext(
-                settings, self.store, self.bus, self.blobs, workers=len(self._engines) - 1
+                settings,
+                self.store,
+                self.bus,
+                self.blobs,
+                workers=len(self._engines) - 1,
+                search=self.search,
             )
         )
         config = uvicorn.Config(
@@ -138,6 +148,7 @@ class EmbeddedPlatform:
         self._tasks = [
             asyncio.create_task(self.worker.run(), name="worker"),
             asyncio.create_task(self.relay.run(), name="relay"),
+            asyncio.create_task(indexer.run(), name="indexer"),
             asyncio.create_task(self.streams.run(), name="streams"),
             asyncio.create_task(ingest.run(), name="ingest"),
             asyncio.create_task(self._server.serve(sockets=[http_socket]), name="gateway"),
@@ -171,6 +182,7 @@ class EmbeddedPlatform:
         for engine in self._engines:
             engine.close()
         await self.bus.close()
+        await self.search.close()
         await self.store.close()
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -294,12 +293,11 @@ class OpenSearchIndex:
         hits = [h for doc in result["hits"]["hits"] for h in _segment_hits(doc)]
         hits.sort(key=lambda h: (-h.score, h.sid, h.index))
         page = [
-            replace(h, highlight=highlight(h.text, parsed, fuzzy=query.fuzzy))
+            h.model_copy(update={"highlight": highlight(h.text, parsed, fuzzy=query.fuzzy)})
             for h in hits[query.offset : query.offset + query.size]
         ]
-        return SearchPage(
-            tuple(page), query.offset, query.size, len(hits) > query.offset + query.size
-        )
+        more = len(hits) > query.offset + query.size
+        return SearchPage(hits=tuple(page), offset=query.offset, size=query.size, more=more)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)

@@ -1,4 +1,5 @@
-"""What a search asks for, parsed the same way for every backend.
+"""What a search asks for (:class:`voxwire_client.api.SearchQuery`), parsed the
+same way for every backend.
 
 A query string is words and quoted phrases; every other character is text::
 
@@ -24,21 +25,22 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Annotated
 
 import snowballstemmer
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from rapidfuzz.distance import Levenshtein
 
 from voxwire.errors import VoxwireError
 from voxwire.matching import normalize
-from voxwire_client.topics import validate_sid
+from voxwire_client.api import (
+    MAX_OFFSET,
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    SearchHit,
+    SearchPage,
+    SearchQuery,
+)
 
-MAX_QUERY_CHARS = 500
 MAX_WORDS = 32
-MAX_PAGE = 100
-MAX_OFFSET = 1_000
 _PORTER = snowballstemmer.stemmer("porter")
 
 
@@ -46,35 +48,6 @@ class SearchQueryError(VoxwireError):
     """A query that cannot be searched: no words in it, or too many."""
 
     code = "bad_query"
-
-
-class SearchQuery(BaseModel):
-    """The body of ``POST /v1/search`` (and of an MQTT query request)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    sids: tuple[Annotated[str, AfterValidator(validate_sid)], ...] | None = Field(
-        default=None, max_length=100
-    )
-    start_ms: int | None = Field(default=None, ge=0)
-    """Only segments that end after this point of their session's audio."""
-    end_ms: int | None = Field(default=None, ge=0)
-    """Only segments that start before this point of their session's audio."""
-    created_from: datetime | None = None
-    created_to: datetime | None = None
-    language: str | None = Field(default=None, pattern=r"^[a-z]{2,3}$")
-    fuzzy: bool = False
-    size: int = Field(default=10, ge=1, le=MAX_PAGE)
-    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
-
-    @model_validator(mode="after")
-    def _windows_are_ordered(self) -> SearchQuery:
-        if self.start_ms is not None and self.end_ms is not None and self.end_ms <= self.start_ms:
-            raise ValueError("end_ms must be after start_ms")
-        if self.created_from and self.created_to and self.created_to <= self.created_from:
-            raise ValueError("created_to must be after created_from")
-        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,30 +98,6 @@ def fuzzy_distance(word: str) -> int:
     if word.isdigit():
         return 0  # 1961 never finds 1962
     return 0 if len(word) <= 2 else 1 if len(word) <= 5 else 2
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One matching segment; ``highlight`` is its text, HTML-escaped, with the
-    words that matched wrapped in ``<em>``."""
-
-    sid: str
-    segment_id: str
-    index: int
-    start_ms: int
-    end_ms: int
-    text: str
-    highlight: str
-    score: float
-
-
-@dataclass(frozen=True, slots=True)
-class SearchPage:
-    hits: tuple[SearchHit, ...]
-    offset: int
-    size: int
-    more: bool
-    """True when there are hits after this page (ask again with offset + size)."""
 
 
 def stem(word: str) -> str:

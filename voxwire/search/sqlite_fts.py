@@ -203,8 +203,9 @@ class SqliteSearchIndex:
             ]
 
         hits = await self._call(run)
+        more = len(hits) > query.size
         return SearchPage(
-            tuple(hits[: query.size]), query.offset, query.size, len(hits) > query.size
+            hits=tuple(hits[: query.size]), offset=query.offset, size=query.size, more=more
         )
 
     def _select(

@@ -47,7 +47,16 @@ __all__ = [
     "session_topic",
 ]
 
-from voxwire_client.api import StreamRequest
+from voxwire_client.api import SearchHit, SearchPage, SearchQuery, StreamRequest
 from voxwire_client.client import AsyncClient, Client, Transcript, pcm_chunks
 
-__all__ += ["AsyncClient", "Client", "StreamRequest", "Transcript", "pcm_chunks"]
+__all__ += [
+    "AsyncClient",
+    "Client",
+    "SearchHit",
+    "SearchPage",
+    "SearchQuery",
+    "StreamRequest",
+    "Transcript",
+    "pcm_chunks",
+]

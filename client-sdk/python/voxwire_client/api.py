@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from voxwire_client.messages import Message, SegmentData, SessionStatus
+from voxwire_client.topics import validate_sid
 
 
 class _Model(BaseModel):
@@ -111,3 +113,70 @@ class StreamCreated(SessionInfo):
     endpoints: Endpoints
     audio_topic: str = Field(description="publish chunk n on <audio_topic>/<n>")
     control_topic: str
+
+
+MAX_QUERY_CHARS = 500
+MAX_PAGE = 100
+MAX_OFFSET = 1_000
+
+
+class SearchQuery(_Model):
+    """Search the caller's transcripts: ``POST /v1/search``.
+
+    ``q`` is words (all required, in any order) and "quoted phrases" (words
+    in this order); case, accents, punctuation and the spelling of numbers do
+    not matter ("twelve percent" finds "12%"), words are stemmed ("count"
+    finds "counted"), and with ``fuzzy`` a word also finds words one or two
+    letters away ("amercans" finds "Americans"). No other syntax: anything
+    else in ``q`` is searched as text.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    sids: tuple[Annotated[str, AfterValidator(validate_sid)], ...] | None = Field(
+        default=None, max_length=100, description="only these sessions"
+    )
+    start_ms: int | None = Field(
+        default=None, ge=0, description="only segments ending after this point of the audio"
+    )
+    end_ms: int | None = Field(
+        default=None, ge=0, description="only segments starting before this point of the audio"
+    )
+    created_from: datetime | None = Field(default=None, description="sessions created from")
+    created_to: datetime | None = Field(default=None, description="sessions created before")
+    language: str | None = Field(default=None, pattern=r"^[a-z]{2,3}$")
+    fuzzy: bool = False
+    size: int = Field(default=10, ge=1, le=MAX_PAGE)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+
+    @model_validator(mode="after")
+    def _ranges_are_ordered(self) -> SearchQuery:
+        if self.start_ms is not None and self.end_ms is not None and self.end_ms <= self.start_ms:
+            raise ValueError("end_ms must be after start_ms")
+        if self.created_from and self.created_to and self.created_to <= self.created_from:
+            raise ValueError("created_to must be after created_from")
+        return self
+
+
+class SearchHit(_Model):
+    """One segment that answers a query; ``highlight`` is its text, HTML-escaped,
+    with the words that matched wrapped in ``<em>``."""
+
+    sid: str
+    segment_id: str
+    index: int
+    start_ms: int
+    end_ms: int
+    text: str
+    highlight: str
+    score: float
+
+
+class SearchPage(_Model):
+    """Hits best first; when ``more``, ask again with ``offset + size``."""
+
+    hits: tuple[SearchHit, ...]
+    offset: int
+    size: int
+    more: bool

@@ -28,6 +28,8 @@ from voxwire_client.api import (
     MatchData,
     MessagesPage,
     PromptSpec,
+    SearchPage,
+    SearchQuery,
     SessionCreated,
     SessionInfo,
     StreamCreated,
@@ -184,6 +186,20 @@ class AsyncClient:
             "GET", f"/v1/sessions/{validate_sid(sid)}/messages", params={"after": after}
         )
         return MessagesPage.model_validate_json(response.content)
+
+    async def search(self, query: SearchQuery | str, **filters: Any) -> SearchPage:
+        """Segments of your transcripts that answer ``query``, best first.
+
+        ``query`` is a :class:`SearchQuery` or its ``q`` text, with the other
+        fields as keywords: ``await client.search("fellow americans", fuzzy=True)``.
+        """
+        if isinstance(query, str):
+            query = SearchQuery.model_validate({"q": query, **filters})
+        response = await self._request(
+            "POST", "/v1/search", content=query.model_dump_json(exclude_none=True),
+            headers={"content-type": "application/json"},
+        )  # fmt: skip
+        return SearchPage.model_validate_json(response.content)
 
     # -- following a session ------------------------------------------------
 
@@ -399,6 +415,9 @@ class Client:
 
     def transcript(self, sid: str) -> TranscriptResponse:
         return self._loop.run_until_complete(self._async.transcript(sid))
+
+    def search(self, query: SearchQuery | str, **filters: Any) -> SearchPage:
+        return self._loop.run_until_complete(self._async.search(query, **filters))
 
     def transcribe(
         self,
