@@ -3,6 +3,11 @@ are found by their words (also misrecognised ones), only by their own tenant."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 import time
 
 import httpx
@@ -79,3 +84,39 @@ def test_bad_queries_get_a_clear_error(platform: PlatformThread) -> None:
         pytest.raises(ApiError, match="no words"),
     ):
         client.search('"" ***')
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "voxwire.cli", *args],
+        capture_output=True, text=True, timeout=150, env={**os.environ, **env}, check=False,
+    )  # fmt: skip
+
+
+def test_the_cli_searches_and_reindexes_while_the_platform_runs(
+    platform: PlatformThread, transcribed: dict[str, str]
+) -> None:
+    client_env = {"VOXWIRE_URL": platform.url, "VOXWIRE_API_KEY": platform.api_key}
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        assert _until_found(client, "fellow americans").hits
+    found = _cli("search", "query", "amercans", "--fuzzy", "--json", env=client_env)
+    assert found.returncode == 0, found.stderr
+    assert transcribed[JFK.name] in {h["sid"] for h in json.loads(found.stdout)["hits"]}
+    table = _cli("search", "query", "fellow americans", env={**client_env, "COLUMNS": "200"})
+    assert "fellow" in table.stdout.lower() and transcribed[JFK.name] in table.stdout
+    bad = _cli("search", "query", "***", env=client_env)
+    assert bad.returncode == 1 and "no words" in bad.stderr
+
+    if isinstance(platform, PlatformThread):
+        server_env = {"VOXWIRE_DATA_DIR": str(platform.settings.data_dir)}
+        args: tuple[str, ...] = ("search", "reindex")
+    else:
+        server_env = {k: v for k, v in platform.env.items() if k.startswith("VOXWIRE_")}
+        args = ("search", "reindex", "--distributed")
+    rebuilt = _cli(*args, env=server_env)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert re.search(r"indexed \d+ segments of \d+ sessions", rebuilt.stdout), rebuilt.stdout
+    # the running gateway searches the rebuilt index
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        (hit,) = _until_found(client, "fellow americans", sids=[transcribed[JFK.name]]).hits
+        assert hit.sid == transcribed[JFK.name]

@@ -3,6 +3,7 @@ queries: the labelled eval queries, filters, paging, tenants and hostile input."
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -16,8 +17,10 @@ from tests.store import opensearch_url, require
 from voxwire.search import SearchIndex, SearchQuery, SearchQueryError
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire.search.query import SearchHit, parse_query
+from voxwire.search.reindex import reindex
 from voxwire.search.sqlite_fts import SqliteSearchIndex
-from voxwire_client.messages import SegmentData
+from voxwire.store import SessionRecord, SqliteStore
+from voxwire_client.messages import SegmentData, SegmentMessage, SessionStatus
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -222,6 +225,58 @@ async def test_indexing_a_segment_again_replaces_it(meetings: SearchIndex) -> No
     assert len(await _hits(meetings, "acme", "the", sids=["s-acme"], size=100)) == 4
 
 
+# -- rebuilding ----------------------------------------------------------------------------------
+
+
+async def _store_with_meetings(tmp_path: Path) -> SqliteStore:
+    store = SqliteStore(tmp_path / f"store-{secrets.token_hex(3)}.sqlite3")
+    for name, sid, texts in (("acme", "s-acme", ACME), ("globex", "s-globex", GLOBEX)):
+        tenant = await store.create_tenant(name)
+        await store.create_session(
+            SessionRecord(sid=sid, tenant_id=tenant.id, status=SessionStatus.QUEUED, created_at=NOW)
+        )
+        finals = [
+            SegmentMessage(sid=sid, seq=i + 1, type="final", segment=_seg(sid, i, text))
+            for i, text in enumerate(texts)
+        ]
+        await store.record_messages(list(finals))
+    return store
+
+
+async def test_reindex_rebuilds_from_the_store_and_swaps(
+    index: SearchIndex, tmp_path: Path
+) -> None:
+    """What the index holds but the store does not (a stale segment) is gone
+    after the rebuild; every stored segment is found; a segment indexed into
+    the old index while the rebuild ran is still there afterwards."""
+    store = await _store_with_meetings(tmp_path)
+    acme = (await store.tenant_by_name("acme")).id  # type: ignore[union-attr]
+    await index.index_segments(acme, "s-stale", [_seg("s-stale", 0, "stale budget")], NOW)
+    assert isinstance(index, SqliteSearchIndex | OpenSearchIndex)
+    progress: list[tuple[int, int]] = []
+    rebuild = index.rebuild
+
+    @contextlib.asynccontextmanager
+    async def rebuild_meanwhile_indexing() -> AsyncIterator[object]:
+        async with rebuild() as fresh:
+            yield fresh
+            late = _seg("s-acme", 9, "a late budget segment")
+            await store.record_messages(
+                [SegmentMessage(sid="s-acme", seq=99, type="final", segment=late)]
+            )
+            await index.index_segments(acme, "s-acme", [late], NOW)  # the old index
+
+    index.rebuild = rebuild_meanwhile_indexing  # type: ignore[method-assign,assignment]
+    report = await reindex(store, index, lambda done, total: progress.append((done, total)))
+    await index.refresh()
+    assert (report.sessions, report.segments) == (2, 6)
+    assert progress[-1] == (4, 4)
+    budget = await _hits(index, acme, "budget", size=100)
+    assert sorted((h.sid, h.index) for h in budget) == [("s-acme", 0), ("s-acme", 9)]
+    assert len(await _hits(index, acme, "the", size=100)) == 4
+    await store.close()
+
+
 # -- hostile queries ------------------------------------------------------------------------------
 
 HOSTILE_AS_TEXT = [
@@ -269,3 +324,20 @@ def test_oversized_and_malformed_queries_are_refused_before_searching() -> None:
             SearchQuery.model_validate(bad)
     with pytest.raises(SearchQueryError, match="at most 32"):
         parse_query(" ".join(f"w{i}" for i in range(40)))
+
+
+async def test_a_sqlite_index_follows_a_rebuild_made_by_another_process(tmp_path: Path) -> None:
+    """``voxwire search reindex`` replaces the file under a running platform: the
+    platform's next search reads the new file, not the one it opened."""
+    running = SqliteSearchIndex(tmp_path / "search.sqlite3")
+    await running.ensure_index()
+    await running.index_segments("acme", "s-old", [_seg("s-old", 0, "stale budget")], NOW)
+    assert await _hits(running, "acme", "budget")
+    other = SqliteSearchIndex(tmp_path / "search.sqlite3")
+    async with other.rebuild() as fresh:
+        await fresh.index_segments("acme", "s-new", [_seg("s-new", 0, "fresh budget")], NOW)
+    assert [h.sid for h in await _hits(running, "acme", "budget")] == ["s-new"]
+    await running.index_segments("acme", "s-more", [_seg("s-more", 0, "more budget")], NOW)
+    assert {h.sid for h in await _hits(other, "acme", "budget")} == {"s-new", "s-more"}
+    await running.close()
+    await other.close()

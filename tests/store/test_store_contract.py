@@ -283,3 +283,8 @@ async def test_sessions_round_trip_and_list_newest_first(backend: Backend) -> No
     assert [s.sid for s in await store.list_sessions(acme.id)] == ["l2", "l1"]
     assert [s.sid for s in await store.list_sessions(acme.id, limit=1)] == ["l2"]
     assert await store.get_session("nope") is None
+    # every tenant's sessions, by sid, a page at a time (reindexing walks them)
+    assert [s.sid for s in await store.all_sessions()] == ["l1", "l2", "l3"]
+    assert [s.sid for s in await store.all_sessions(limit=2)] == ["l1", "l2"]
+    assert [s.sid for s in await store.all_sessions(after="l2")] == ["l3"]
+    assert await store.count_sessions() == 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from voxwire.cli import contract_cmd, keys, models, roles, stream, transcribe, up
+from voxwire.cli import contract_cmd, keys, models, roles, search, stream, transcribe, up
 
 app = typer.Typer(
     name="voxwire",
@@ -20,6 +20,7 @@ app.command("stream")(stream.stream)
 app.command("contract")(contract_cmd.contract)
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")
+app.add_typer(search.app, name="search")
 app.command("gateway")(roles.gateway)
 app.command("worker")(roles.worker)
 app.command("bridge")(roles.bridge)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 console = Console()
 err_console = Console(stderr=True)
@@ -16,3 +19,15 @@ def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
     if hint:
         err_console.print(f"[yellow]hint:[/] {hint}")
     raise typer.Exit(code)
+
+
+def highlight_markup(html_text: str) -> str:
+    """The gateway's HTML highlight (``<em>`` around the match) as rich markup."""
+    parts = re.split(r"(</?em>)", html_text)
+    style = {"<em>": "[bold yellow]", "</em>": "[/]"}
+    return "".join(style.get(p) or escape(html.unescape(p)) for p in parts)
+
+
+def clock(ms: int) -> str:
+    seconds = ms / 1000
+    return f"{int(seconds // 60):02d}:{seconds % 60:05.2f}"

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import html
 import json
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -13,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from voxwire.cli.common import console, err_console, fail
+from voxwire.cli.common import clock, console, err_console, fail, highlight_markup
 from voxwire_client import AsyncClient, ClientError, Transcript
 from voxwire_client.messages import (
     MatchMessage,
@@ -21,18 +19,6 @@ from voxwire_client.messages import (
     ProgressMessage,
     SegmentMessage,
 )
-
-
-def _highlight(html_text: str) -> str:
-    """The gateway's HTML highlight (``<em>`` around the match) as rich markup."""
-    parts = re.split(r"(</?em>)", html_text)
-    style = {"<em>": "[bold yellow]", "</em>": "[/]"}
-    return "".join(style.get(p) or escape(html.unescape(p)) for p in parts)
-
-
-def _clock(ms: int) -> str:
-    seconds = ms / 1000
-    return f"{int(seconds // 60):02d}:{seconds % 60:05.2f}"
 
 
 def transcribe(
@@ -106,12 +92,12 @@ async def _run(
         elif isinstance(message, SegmentMessage) and message.type == "final":
             seg = message.segment
             out.print(
-                f"[cyan]\\[{_clock(seg.start_ms)} → {_clock(seg.end_ms)}][/] {escape(seg.text)}"
+                f"[cyan]\\[{clock(seg.start_ms)} → {clock(seg.end_ms)}][/] {escape(seg.text)}"
             )
         elif isinstance(message, MatchMessage):
-            highlight = _highlight(message.highlight)
+            highlight = highlight_markup(message.highlight)
             out.print(
-                f"[magenta]match[/] {message.prompt!r} at {_clock(message.start_ms)} "
+                f"[magenta]match[/] {message.prompt!r} at {clock(message.start_ms)} "
                 f"(score {message.score:.2f}): {highlight}"
             )
 

@@ -33,7 +33,10 @@ connections).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -59,6 +62,7 @@ ALIAS = "voxwire-transcripts"
 VERSION = 2
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 _TEXT_ANALYSIS: dict[str, Any] = {
     "filter": {
@@ -100,6 +104,7 @@ _TEXT_FIELD: dict[str, Any] = {
 
 MAPPINGS: dict[str, Any] = {
     "dynamic": "strict",
+    "_meta": {"version": VERSION},
     "properties": {
         "sid": {"type": "keyword"},
         "tenant_id": {"type": "keyword"},
@@ -155,10 +160,12 @@ class OpenSearchIndex:
         version: int = VERSION,
         shards: int = 1,
         replicas: int | None = None,
+        target: str | None = None,
     ) -> None:
         self._client = client
         self.alias = alias
         self.index = f"{alias}-v{version}"
+        self._target = target or alias  # where segments are written
         self._shards = shards
         self._replicas = replicas
 
@@ -195,16 +202,9 @@ class OpenSearchIndex:
         Safe when several processes start at once: losing the race is not an error.
         """
         if await self._call(self._client.indices.exists_alias, name=self.alias):
+            await self._check_version()
             return False
-        settings: dict[str, Any] = {
-            "number_of_shards": self._shards,
-            "analysis": _TEXT_ANALYSIS,
-            # a page of hits is drawn from one session's segments at worst
-            "max_inner_result_window": MAX_OFFSET + MAX_PAGE + 1,
-        }
-        if self._replicas is not None:
-            settings["number_of_replicas"] = self._replicas
-        body = {"settings": settings, "mappings": MAPPINGS, "aliases": {self.alias: {}}}
+        body = {**self._index_body(), "aliases": {self.alias: {}}}
         try:
             await asyncio.to_thread(self._client.indices.create, index=self.index, body=body)
         except RequestError as exc:
@@ -216,11 +216,65 @@ class OpenSearchIndex:
             raise SearchIndexError(f"OpenSearch: {exc}") from exc
         return True
 
-    async def drop_index(self) -> None:
-        """Delete the versioned index (and so its alias)."""
-        await self._call(
-            self._client.indices.delete, index=self.index, params={"ignore_unavailable": "true"}
+    def _index_body(self) -> dict[str, Any]:
+        settings: dict[str, Any] = {
+            "number_of_shards": self._shards,
+            "analysis": _TEXT_ANALYSIS,
+            # a page of hits is drawn from one session's segments at worst
+            "max_inner_result_window": MAX_OFFSET + MAX_PAGE + 1,
+        }
+        if self._replicas is not None:
+            settings["number_of_replicas"] = self._replicas
+        return {"settings": settings, "mappings": MAPPINGS}
+
+    async def _aliased(self) -> list[str]:
+        """The indices behind the alias (none when it does not exist)."""
+        found = await self._call(
+            self._client.indices.get_alias, name=self.alias, params={"ignore": 404}
         )
+        return sorted(name for name in found if "error" not in found and name != "status")
+
+    async def _check_version(self) -> None:
+        for name in await self._aliased():
+            mapping = await self._call(self._client.indices.get_mapping, index=name)
+            version = int(mapping[name]["mappings"].get("_meta", {}).get("version", 1))
+            if version < VERSION:
+                log.warning(
+                    "the search index %s has mapping version %d, this voxwire writes %d: "
+                    "searches miss what it lacks until `voxwire search reindex` rebuilds it",
+                    name,
+                    version,
+                    VERSION,
+                )
+
+    @contextlib.asynccontextmanager
+    async def rebuild(self) -> AsyncIterator[OpenSearchIndex]:
+        """A new, empty index to fill; once the block ends without an error the
+        alias moves to it in one step (searches see the old index until then)
+        and the old indices are deleted, else the new one is."""
+        fresh = f"{self.alias}-v{VERSION}-{time.strftime('%Y%m%d%H%M%S')}"
+        await self._call(self._client.indices.create, index=fresh, body=self._index_body())
+        writer = OpenSearchIndex(self._client, alias=self.alias, target=fresh)
+        try:
+            yield writer
+            await self._call(self._client.indices.refresh, index=fresh)
+        except BaseException:
+            await self._call(self._client.indices.delete, index=fresh)
+            raise
+        old = [name for name in await self._aliased() if name != fresh]
+        actions: list[dict[str, Any]] = [{"add": {"index": fresh, "alias": self.alias}}]
+        actions += [{"remove": {"index": name, "alias": self.alias}} for name in old]
+        await self._call(self._client.indices.update_aliases, body={"actions": actions})
+        for name in old:
+            await self._call(self._client.indices.delete, index=name)
+        self.index = fresh
+
+    async def drop_index(self) -> None:
+        """Delete the index and every index behind the alias (and so the alias)."""
+        for name in {self.index, *await self._aliased()}:
+            await self._call(
+                self._client.indices.delete, index=name, params={"ignore_unavailable": "true"}
+            )
 
     async def refresh(self) -> None:
         """Make everything indexed so far searchable now (tests, benchmarks)."""
@@ -266,7 +320,7 @@ class OpenSearchIndex:
         }
         await self._call(
             self._client.update,
-            index=self.alias,
+            index=self._target,
             id=f"{tenant_id}:{sid}",
             body=body,
             params={"retry_on_conflict": 5},

@@ -18,15 +18,20 @@ the index's terms within the word's edit distance (:func:`fuzzy_distance`),
 found with rapidfuzz among the index's stems. Ranking is FTS5's ``bm25()``.
 
 One connection, guarded by a lock; every call runs in a worker thread so a
-long search does not hold up the event loop.
+long search does not hold up the event loop. A rebuild (:meth:`rebuild`) fills
+a new file and moves it over this one; every call first checks that the file
+is still the one it opened, so a running platform follows a rebuild made by
+``voxwire search reindex`` in another process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -93,6 +98,21 @@ ON CONFLICT (tenant_id, sid) DO UPDATE SET language = coalesce(excluded.language
 _FUZZY_CHOICES = 20  # index terms a fuzzy word may stand for
 
 
+def _connect(path: Path | str) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise SearchIndexError(f"cannot open the search index {path}: {exc}") from exc
+
+
+def _inode(path: Path | str) -> int | None:
+    """The file's identity, to notice that a rebuild replaced it."""
+    try:
+        return None if str(path) == ":memory:" else os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
 def _utc(moment: datetime) -> str:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
@@ -108,10 +128,8 @@ class SqliteSearchIndex:
         self.path = path
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise SearchIndexError(f"cannot open the search index {path}: {exc}") from exc
+        self._db = _connect(path)
+        self._inode = _inode(path)
         self._lock = threading.Lock()
         self._vocab: list[str] | None = None  # index terms, loaded by the first fuzzy search
 
@@ -119,6 +137,10 @@ class SqliteSearchIndex:
         def locked() -> _T:
             with self._lock:
                 try:
+                    if _inode(self.path) != self._inode:  # rebuilt by another process
+                        self._db.close()
+                        self._db, self._inode = _connect(self.path), _inode(self.path)
+                        self._vocab = None
                     return fn()
                 except sqlite3.Error as exc:
                     raise SearchIndexError(f"search index {self.path}: {exc}") from exc
@@ -135,6 +157,37 @@ class SqliteSearchIndex:
             return found is None
 
         return await self._call(create)
+
+    @contextlib.asynccontextmanager
+    async def rebuild(self) -> AsyncIterator[SqliteSearchIndex]:
+        """An empty index in a file beside this one to fill; once the block ends
+        without an error it replaces this index (searches see the old one until
+        then), else it is deleted."""
+        if str(self.path) == ":memory:":
+            raise SearchIndexError("an in-memory search index cannot be rebuilt")
+        path = Path(self.path)
+        fresh_path = path.with_name(path.name + ".rebuild")
+        fresh_path.unlink(missing_ok=True)
+        fresh = SqliteSearchIndex(fresh_path)
+        await fresh.ensure_index()
+        try:
+            yield fresh
+        except BaseException:
+            await fresh.close()
+            fresh_path.unlink(missing_ok=True)
+            raise
+
+        def swap() -> None:
+            fresh._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            fresh._db.close()
+            self._db.close()
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            os.replace(fresh_path, path)
+            self._db, self._inode = _connect(path), _inode(path)
+            self._vocab = None
+
+        await self._call(swap)
 
     async def drop_index(self) -> None:
         """Delete everything indexed (``ensure_index`` starts it again)."""

@@ -352,6 +352,19 @@ class PostgresStore:
         )
         return [_session(r) for r in rows]
 
+    async def all_sessions(self, after: str = "", limit: int = 500) -> list[SessionRecord]:
+        rows = await self._all(
+            "SELECT s.*, COALESCE(t.text, '') AS text FROM sessions s "
+            "LEFT JOIN transcripts t ON t.sid = s.sid "
+            "WHERE s.sid > %s ORDER BY s.sid LIMIT %s",
+            (after, limit),
+        )
+        return [_session(r) for r in rows]
+
+    async def count_sessions(self) -> int:
+        row = await self._one("SELECT count(*) AS n FROM sessions")
+        return int(row["n"]) if row else 0
+
     # -- messages -------------------------------------------------------------
 
     async def record_message(self, message: Message) -> bool:

@@ -192,6 +192,16 @@ class SqliteStore:
         )
         return [_session(r) for r in rows]
 
+    async def all_sessions(self, after: str = "", limit: int = 500) -> list[SessionRecord]:
+        rows = self._all(
+            "SELECT * FROM sessions WHERE sid > ? ORDER BY sid LIMIT ?", (after, limit)
+        )
+        return [_session(r) for r in rows]
+
+    async def count_sessions(self) -> int:
+        row = self._one("SELECT count(*) FROM sessions")
+        return int(row[0]) if row else 0
+
     # -- messages -------------------------------------------------------------
 
     async def record_message(self, message: Message) -> bool:
