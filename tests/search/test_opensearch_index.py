@@ -91,3 +91,38 @@ async def test_an_unreachable_cluster_raises_search_index_error() -> None:
             await search.search("acme", SearchQuery(q="budget"))
     finally:
         await search.close()
+
+
+async def test_a_rebuild_moves_the_alias_in_one_step_and_deletes_the_old_index(
+    index: OpenSearchIndex,
+) -> None:
+    client = index._client
+    old = index.index
+    await index.index_segments("acme", "s1", [_seg("s1", 0, "old words")], NOW)
+    await index.refresh()
+    async with index.rebuild() as fresh:
+        await fresh.index_segments("acme", "s2", [_seg("s2", 0, "new words")], NOW)
+        page = await index.search("acme", SearchQuery(q="words"))
+        assert [h.sid for h in page.hits] == ["s1"]  # searches use the old index meanwhile
+    (behind,) = client.indices.get_alias(name=index.alias)
+    assert behind != old and behind.startswith(f"{index.alias}-v2-")
+    assert not client.indices.exists(index=old)
+    page = await index.search("acme", SearchQuery(q="words"))
+    assert [h.sid for h in page.hits] == ["s2"]
+
+
+async def test_a_failed_rebuild_leaves_the_index_as_it_was(index: OpenSearchIndex) -> None:
+    await index.index_segments("acme", "s1", [_seg("s1", 0, "old words")], NOW)
+    await index.refresh()
+
+    async def interrupted() -> None:
+        async with index.rebuild() as fresh:
+            await fresh.index_segments("acme", "s2", [_seg("s2", 0, "new words")], NOW)
+            raise RuntimeError("the store went away")
+
+    with pytest.raises(RuntimeError):
+        await interrupted()
+    assert list(index._client.indices.get_alias(name=index.alias)) == [index.index]
+    assert len(index._client.indices.get(index=f"{index.alias}-*")) == 1
+    page = await index.search("acme", SearchQuery(q="words"))
+    assert [h.sid for h in page.hits] == ["s1"]
