@@ -83,7 +83,10 @@ class FileWorker:
     async def _handle(self, record: Record, engine: Engine, subscription: Subscription) -> None:
         started = time.perf_counter()
         try:
-            await self._process(record, engine)
+            try:
+                await self._process(record, engine)
+            finally:  # the next job need not wait for this one's commit
+                self._idle.put_nowait(engine)
             log.info("job %s done in %.2f s", record.key, time.perf_counter() - started)
             await subscription.commit(record)
             self.jobs_done += 1
@@ -91,8 +94,6 @@ class FileWorker:
             log.warning("job %s done but not committed (%s); it may run again", record.key, exc)
         except Exception:
             log.exception("job %s failed unexpectedly", record.key)
-        finally:
-            self._idle.put_nowait(engine)
 
     async def _process(self, record: Record, engine: Engine) -> None:
         try:
