@@ -35,10 +35,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from voxwire.matching import Prompt, PromptMatcher, normalize
+from voxwire.matching import Prompt, normalize
 from voxwire.search import SearchIndex, SearchQuery
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire.search.sqlite_fts import SqliteSearchIndex
+from voxwire.standing_prompts import StandingPrompts
 from voxwire_client.messages import SegmentData
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval" / "manifest.jsonl"
@@ -168,10 +169,10 @@ def match_cost(rng: random.Random, sessions: list) -> dict[str, float]:
     prompts = [
         Prompt(id=f"p{i}", text=" ".join(rng.sample(words, rng.randint(1, 3)))) for i in range(100)
     ]
-    matcher = PromptMatcher(prompts)
+    matcher = StandingPrompts(prompts)
     finals = [s for _, segments in sessions[:20] for s in segments]
     started = time.perf_counter()
-    hits = sum(len(matcher.match(s.id, s.text, s.start_ms, s.end_ms)) for s in finals)
+    hits = sum(len(matcher.on_final(s.id, s.text, s.start_ms, s.end_ms)) for s in finals)
     per_final = (time.perf_counter() - started) * 1000 / len(finals)
     return {"prompts": 100, "finals": len(finals), "ms_per_final": per_final, "hits": hits}
 

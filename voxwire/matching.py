@@ -47,12 +47,21 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
-__all__ = ["Match", "Prompt", "PromptMatcher", "Token", "normalize"]
+__all__ = [
+    "CompiledPrompt",
+    "Match",
+    "Prompt",
+    "PromptMatcher",
+    "Token",
+    "candidates",
+    "normalize",
+    "select",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,10 @@ class Token:
     end: int
 
 
+MAX_SLOP = 10
+MAX_WITHIN = 50
+
+
 @dataclass(frozen=True, slots=True)
 class Prompt:
     """A phrase to look for. ``threshold`` is the least fuzzy score that counts."""
@@ -72,6 +85,12 @@ class Prompt:
     text: str
     fuzzy: bool = True
     threshold: float = 0.8
+    slop: int = 0
+    """Up to this many other words may come between the prompt's words, which
+    stay in order ("ask not what" with slop 1 finds "ask them not what")."""
+    within: int | None = None
+    """When set: all the prompt's words, in any order, within this many words
+    ("budget approved" within 6 finds "approved the new budget")."""
 
     def __post_init__(self) -> None:
         if not self.text.strip():
@@ -79,6 +98,12 @@ class Prompt:
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(
                 f"prompt {self.id!r}: threshold must be in (0, 1], got {self.threshold}"
+            )
+        if not 0 <= self.slop <= MAX_SLOP:
+            raise ValueError(f"prompt {self.id!r}: slop must be 0-{MAX_SLOP}, got {self.slop}")
+        if self.within is not None and not 1 <= self.within <= MAX_WITHIN:
+            raise ValueError(
+                f"prompt {self.id!r}: within must be 1-{MAX_WITHIN} words, got {self.within}"
             )
 
 
@@ -275,11 +300,24 @@ def _decimal_tail(tokens: Sequence[Token], j: int, digits: str) -> tuple[str, in
 
 
 @dataclass(frozen=True, slots=True)
-class _Compiled:
+class CompiledPrompt:
+    """A prompt with its normalised words, ready to match."""
+
     prompt: Prompt
     words: tuple[str, ...]
     joined: str
     numbers: tuple[str, ...]
+
+    @classmethod
+    def of(cls, prompt: Prompt) -> CompiledPrompt:
+        words = tuple(t.text for t in normalize(prompt.text))
+        if not words:
+            raise ValueError(f"prompt {prompt.id!r} has no words: {prompt.text!r}")
+        if prompt.within is not None and prompt.within < len(words):
+            raise ValueError(
+                f"prompt {prompt.id!r}: within {prompt.within} is fewer than its {len(words)} words"
+            )
+        return cls(prompt, words, " ".join(words), _numbers(words))
 
 
 def _numbers(words: Sequence[str]) -> tuple[str, ...]:
@@ -291,15 +329,12 @@ class PromptMatcher:
 
     def __init__(self, prompts: Sequence[Prompt]) -> None:
         seen: set[str] = set()
-        self._prompts: list[_Compiled] = []
+        self._prompts: list[CompiledPrompt] = []
         for prompt in prompts:
             if prompt.id in seen:
                 raise ValueError(f"duplicate prompt id {prompt.id!r}")
             seen.add(prompt.id)
-            words = tuple(t.text for t in normalize(prompt.text))
-            if not words:
-                raise ValueError(f"prompt {prompt.id!r} has no words: {prompt.text!r}")
-            self._prompts.append(_Compiled(prompt, words, " ".join(words), _numbers(words)))
+            self._prompts.append(CompiledPrompt.of(prompt))
 
     @property
     def prompts(self) -> list[Prompt]:
@@ -313,7 +348,7 @@ class PromptMatcher:
         words = [t.text for t in tokens]
         matches: list[Match] = []
         for compiled in self._prompts:
-            for score, i, j in _best_windows(compiled, words):
+            for score, i, j in select(candidates(compiled, words)):
                 span = tokens[i:j]
                 matches.append(
                     _make_match(compiled.prompt, score, span, segment_id, text, start_ms, end_ms)
@@ -321,26 +356,100 @@ class PromptMatcher:
         return matches
 
 
-def _best_windows(compiled: _Compiled, words: list[str]) -> list[tuple[float, int, int]]:
-    """Non-overlapping (score, start, end) token windows that match, in text order."""
+Candidate = tuple[float, int, int, int]
+"""(score, tie-break: higher wins, -start, end): a token window ``[start, end)``."""
+
+
+def candidates(compiled: CompiledPrompt, words: Sequence[str]) -> list[Candidate]:
+    """Every token window of ``words`` that matches the prompt, overlapping or not."""
+    prompt = compiled.prompt
+    if prompt.within is not None:
+        return _unordered(compiled, words, prompt.within)
+    if prompt.slop:
+        return _sloppy(compiled, words)
     n = len(compiled.words)
-    candidates: list[tuple[float, int, int, int]] = []  # score, -|len - n|, -start, end
-    sizes = (n, n - 1, n + 1) if compiled.prompt.fuzzy else (n,)
-    cutoff = compiled.prompt.threshold * 100
+    found: list[Candidate] = []
+    sizes = (n, n - 1, n + 1) if prompt.fuzzy else (n,)
+    cutoff = prompt.threshold * 100
     for size in sizes:
         if size < 1 or size > len(words):
             continue
         for i in range(len(words) - size + 1):
             window = words[i : i + size]
             if tuple(window) == compiled.words:
-                candidates.append((1.0, 0, -i, i + size))
-            elif compiled.prompt.fuzzy and _numbers(window) == compiled.numbers:
+                found.append((1.0, 0, -i, i + size))
+            elif prompt.fuzzy and _numbers(window) == compiled.numbers:
                 score = fuzz.ratio(compiled.joined, " ".join(window), score_cutoff=cutoff)
                 if score >= cutoff and score > 0:
-                    candidates.append((min(score / 100, 0.9999), -abs(size - n), -i, i + size))
+                    found.append((min(score / 100, 0.9999), -abs(size - n), -i, i + size))
+    return found
+
+
+def _word_score(prompt: Prompt, wanted: str, word: str) -> float:
+    """1.0 for the same word; a fuzzy prompt's words may differ a little (never numbers)."""
+    if word == wanted:
+        return 1.0
+    if not prompt.fuzzy or any(c.isdigit() for c in wanted + word):
+        return 0.0
+    cutoff = prompt.threshold * 100
+    score = fuzz.ratio(wanted, word, score_cutoff=cutoff)
+    return min(score / 100, 0.9999) if score >= cutoff else 0.0
+
+
+def _sloppy(compiled: CompiledPrompt, words: Sequence[str]) -> list[Candidate]:
+    """The prompt's words in order, with at most ``slop`` other words between them."""
+    prompt, wanted = compiled.prompt, compiled.words
+    found: list[Candidate] = []
+    for i in range(len(words)):
+        first = _word_score(prompt, wanted[0], words[i])
+        if not first:
+            continue
+        scores, pos, gaps = [first], i, 0
+        for word in wanted[1:]:
+            for step in range(1, prompt.slop - gaps + 2):
+                if pos + step < len(words) and (
+                    score := _word_score(prompt, word, words[pos + step])
+                ):
+                    scores.append(score)
+                    gaps += step - 1
+                    pos += step
+                    break
+            else:
+                break
+        if len(scores) == len(wanted):
+            score = sum(scores) / len(scores)
+            found.append((round(score if score < 1 else 1.0, 4), -gaps, -i, pos + 1))
+    return found
+
+
+def _unordered(compiled: CompiledPrompt, words: Sequence[str], within: int) -> list[Candidate]:
+    """Every prompt word, in any order, in a run of at most ``within`` words: the
+    shortest such run starting at each word that answers a prompt word."""
+    prompt, wanted = compiled.prompt, compiled.words
+    found: list[Candidate] = []
+    for i in range(len(words)):
+        if not any(_word_score(prompt, w, words[i]) for w in wanted):
+            continue
+        best: dict[int, float] = {}  # prompt word index -> its best score so far
+        for j in range(i, min(len(words), i + within)):
+            for k, w in enumerate(wanted):
+                score = _word_score(prompt, w, words[j])
+                if score > best.get(k, 0.0):
+                    best[k] = score
+            if len(best) == len(wanted):
+                score = sum(best.values()) / len(wanted)
+                found.append((round(score if score < 1 else 1.0, 4), -(j - i), -i, j + 1))
+                break
+    return found
+
+
+def select(found: list[Candidate], blocked: Collection[int] = ()) -> list[tuple[float, int, int]]:
+    """Non-overlapping (score, start, end) windows, best first, then in text
+    order: the best window wins, then the next best that touches neither it
+    nor a ``blocked`` token."""
     chosen: list[tuple[float, int, int]] = []
-    taken: set[int] = set()
-    for score, _, neg_start, end in sorted(candidates, reverse=True):
+    taken: set[int] = set(blocked)
+    for score, _, neg_start, end in sorted(found, reverse=True):
         span = range(-neg_start, end)
         if taken.isdisjoint(span):
             taken.update(span)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from voxwire.errors import VoxwireError
 from voxwire.jobs import FileJob
-from voxwire.matching import Prompt, PromptMatcher
+from voxwire.standing_prompts import StandingPrompts, prompt_of
 from voxwire.workers.engine import Audio, Engine, EngineOptions, Segment
 from voxwire_client.messages import (
     ErrorMessage,
@@ -72,7 +72,7 @@ def run_file_job(
 ) -> None:
     """Transcribe ``audio`` for ``job``; every outcome, errors included, is emitted."""
     session = _Session(job=job, emit=emit)
-    matcher = PromptMatcher([Prompt(id=p.id, text=p.text) for p in job.prompts])
+    prompts = StandingPrompts([prompt_of(p) for p in job.prompts])
     session.progress(SessionStatus.TRANSCRIBING, 0)
 
     def on_segment(segment: Segment) -> None:
@@ -86,7 +86,7 @@ def run_file_job(
         )
         session.segments.append(data)
         emit(SegmentMessage(sid=job.sid, seq=session.next_seq(), type="final", segment=data))
-        for hit in matcher.match(data.id, data.text, data.start_ms, data.end_ms):
+        for hit in prompts.on_final(data.id, data.text, data.start_ms, data.end_ms):
             emit(
                 MatchMessage(
                     sid=job.sid,

@@ -83,7 +83,8 @@ import numpy as np
 
 from voxwire.audio import pcm16le_to_float32
 from voxwire.errors import AudioError, ConfigError, VoxwireError
-from voxwire.matching import Match, Prompt, PromptMatcher
+from voxwire.matching import Match, Prompt
+from voxwire.standing_prompts import StandingPrompts, prompt_of
 from voxwire.workers.endpointing import (
     EndpointConfig,
     Endpointer,
@@ -315,7 +316,7 @@ class StreamSession:
         self._options = replace(options, language=config.language)
         self._language = None if config.language == "auto" else config.language
         try:
-            self._matcher = PromptMatcher([_prompt(p) for p in prompts])
+            self._matcher = StandingPrompts([prompt_of(p) for p in prompts])
         except ValueError as exc:  # a duplicate id, a prompt without words
             raise ConfigError(
                 f"unusable prompts: {exc}", hint="fix the session's prompts", sid=sid
@@ -341,6 +342,8 @@ class StreamSession:
         self._seq = resume.next_seq if resume else first_seq
         # engine side (run_pending/finish)
         self._finals: list[SegmentData] = list(resume.finals) if resume else []
+        # what the prompts matched before: their matches were emitted (or are pending)
+        self._matcher.replay((s.id, s.text, s.start_ms, s.end_ms) for s in self._finals)
         self._settled = (self._next_chunk, self._skip, origin)  # (chunk, skip, stream sample)
         self._pending: tuple[Message, ...] = ()  # decided with the message being emitted
         self._last_partial: tuple[int, str] | None = None  # (segment start, text)
@@ -665,7 +668,7 @@ class StreamSession:
             final = StreamSegmentMessage(
                 sid=self.sid, seq=self._next_seq(), type="final", segment=data, latency=latency
             )
-            hits = self._matcher.match(data.id, data.text, data.start_ms, data.end_ms)
+            hits = self._matcher.on_final(data.id, data.text, data.start_ms, data.end_ms)
             matches = [_match_message(self.sid, self._next_seq(), hit) for hit in hits]
             self._emit_all([final, *matches])
 
@@ -723,10 +726,6 @@ def is_hallucination(text: str, vad_mean: float) -> bool:
         return False
     words = re.sub(r"[^\w\s']", " ", text.lower()).split()
     return " ".join(words) in HALLUCINATIONS
-
-
-def _prompt(prompt: PromptSpec | Prompt) -> Prompt:
-    return prompt if isinstance(prompt, Prompt) else Prompt(id=prompt.id, text=prompt.text)
 
 
 def _ms(seconds: float) -> int:

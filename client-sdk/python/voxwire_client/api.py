@@ -16,10 +16,22 @@ class _Model(BaseModel):
 
 
 class PromptSpec(_Model):
-    """A phrase to listen for."""
+    """A phrase to listen for.
+
+    Matched on every committed final together with the finals just before it,
+    so a phrase split between two segments is found; case, punctuation and how
+    numbers are spelled do not matter ("twelve percent" = "12%"). ``fuzzy``
+    (the default) tolerates small recognition errors ("Amercans"); ``slop``
+    lets up to that many other words come between the phrase's words (in
+    order); ``within`` asks instead for all its words, in any order, within
+    that many words.
+    """
 
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     text: str = Field(min_length=1, max_length=500)
+    fuzzy: bool = True
+    slop: int = Field(default=0, ge=0, le=10)
+    within: int | None = Field(default=None, ge=1, le=50)
 
 
 class Endpoints(_Model):

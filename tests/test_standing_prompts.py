@@ -1,0 +1,111 @@
+"""Standing prompts across a session's finals: phrases split by the endpointer,
+each occurrence once, slop and any-order prompts, prompts changed mid-session."""
+
+from __future__ import annotations
+
+import pytest
+
+from voxwire.matching import Match, Prompt
+from voxwire.standing_prompts import StandingPrompts
+
+
+def _feed(prompts: StandingPrompts, *texts: str) -> list[list[Match]]:
+    """Finals of 1 s each, 1 s apart: final i spans [2000 i, 2000 i + 1000]."""
+    return [prompts.on_final(f"seg-{i}", t, 2000 * i, 2000 * i + 1000) for i, t in enumerate(texts)]
+
+
+def test_a_phrase_split_across_finals_matches_once_when_its_last_word_commits() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="ask not what your country")])
+    first, second, third = _feed(prompts, "And so, ask not", "what your country can do.", "Yes.")
+    assert first == [] and third == []
+    (hit,) = second
+    assert hit.segment_ids == ("seg-0", "seg-1")
+    assert hit.text == "ask not what your country"
+    assert 0 < hit.start_ms < 1000 and 2000 < hit.end_ms < 3000
+    assert hit.highlight == "And so, <em>ask not what your country</em> can do."
+
+
+def test_each_occurrence_is_reported_once() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="budget")])
+    hits = _feed(prompts, "The budget.", "Nothing here.", "Budget, budget again.", "Done.")
+    assert [len(h) for h in hits] == [1, 0, 2, 0]
+    assert [h.segment_ids for h in hits[2]] == [("seg-2",), ("seg-2",)]
+
+
+def test_a_number_spoken_across_a_boundary_is_one_number() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="25%")])
+    (_, hits) = _feed(prompts, "Growth was twenty", "five percent this year.")
+    (hit,) = hits
+    assert hit.text == "twenty five percent" and hit.segment_ids == ("seg-0", "seg-1")
+
+
+def test_slop_allows_words_between_in_order() -> None:
+    prompts = StandingPrompts(
+        [
+            Prompt(id="loose", text="ask not what", slop=2),
+            Prompt(id="tight", text="ask not what", fuzzy=False),
+        ]
+    )
+    (hits,) = _feed(prompts, "ask them please not what")
+    assert [h.prompt_id for h in hits] == ["loose"]
+    assert hits[0].text == "ask them please not what"
+    (none,) = _feed(StandingPrompts([Prompt(id="p", text="ask not", slop=1)]), "not ask")
+    assert none == []
+
+
+def test_within_finds_all_words_in_any_order() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="budget approved", within=5)])
+    hits = _feed(
+        prompts, "They approved the new", "budget yesterday.", "Budget was never approved."
+    )
+    assert [[h.text for h in found] for found in hits] == [
+        [],
+        ["approved the new budget"],
+        ["Budget was never approved"],
+    ]
+    far = StandingPrompts([Prompt(id="p", text="budget approved", within=3)])
+    assert _feed(far, "approved the new shiny budget") == [[]]
+
+
+def test_misrecognised_words_still_match_across_finals() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="fellow Americans")])
+    (_, (hit,)) = _feed(prompts, "my fellow", "Amercans, ask not")
+    assert hit.score < 1 and hit.text == "fellow Amercans"
+
+
+def test_prompts_added_and_removed_mid_session() -> None:
+    prompts = StandingPrompts([Prompt(id="a", text="budget")])
+    assert [h.prompt_id for h in prompts.on_final("s0", "the budget for hiring", 0, 900)] == ["a"]
+    prompts.add(Prompt(id="b", text="hiring plan"))
+    assert prompts.remove("a") and not prompts.remove("a")
+    # "hiring" was said before b was added: the window still finds the phrase
+    hits = prompts.on_final("s1", "plan and the budget", 1000, 1900)
+    assert [(h.prompt_id, h.segment_ids) for h in hits] == [("b", ("s0", "s1"))]
+    assert prompts.on_final("s2", "the budget", 2000, 2900) == []
+    assert [p.id for p in prompts.prompts] == ["b"]
+    with pytest.raises(ValueError, match="duplicate"):
+        prompts.add(Prompt(id="b", text="again"))
+    with pytest.raises(ValueError, match="no words"):
+        prompts.add(Prompt(id="c", text="... !!!"))
+
+
+def test_a_phrase_longer_than_the_window_is_not_found() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="one two three four")], window=2)
+    assert _feed(prompts, "one", "two", "three", "four") == [[], [], [], []]
+
+
+def test_replaying_the_finals_rebuilds_the_state() -> None:
+    texts = ["ask not", "what your country", "can do, ask not", "what you can do"]
+    spec = [Prompt(id="p", text="ask not what"), Prompt(id="q", text="can do")]
+    continuous = StandingPrompts(spec)
+    expected = _feed(continuous, *texts)
+    assert [len(h) for h in expected] == [0, 1, 1, 2]
+    resumed = StandingPrompts(spec)
+    resumed.replay((f"seg-{i}", t, 2000 * i, 2000 * i + 1000) for i, t in enumerate(texts[:3]))
+    assert resumed.on_final("seg-3", texts[3], 6000, 7000) == expected[3]
+
+
+def test_highlights_are_escaped() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="budget plan")])
+    (_, (hit,)) = _feed(prompts, "<b>the budget", "plan</b> & more")
+    assert hit.highlight == "&lt;b&gt;the <em>budget plan</em>&lt;/b&gt; &amp; more"
