@@ -22,6 +22,7 @@ from voxwire.errors import (
     AudioError,
     AudioTooLongError,
     AuthError,
+    ConflictError,
     NotFoundError,
     VoxwireError,
 )
@@ -34,6 +35,7 @@ from voxwire_client.api import (
     ErrorBody,
     Health,
     MessagesPage,
+    PromptChange,
     SearchPage,
     SearchQuery,
     SessionCreated,
@@ -55,6 +57,7 @@ log = logging.getLogger(__name__)
 _STATUS = {
     AuthError: 401,
     NotFoundError: 404,
+    ConflictError: 409,
     InvalidRequestError: 400,
     PayloadTooLargeError: 413,
     SearchQueryError: 400,
@@ -213,6 +216,18 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     ) -> MessagesPage:
         messages = await ctx.store.messages_after(session.sid, after, limit)
         return MessagesPage(sid=session.sid, messages=messages, last_seq=session.last_seq)
+
+    @app.post(
+        "/v1/sessions/{sid}/prompts",
+        status_code=202,
+        response_model=PromptChange,
+        tags=["streams"],
+        responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 409: {"model": ErrorBody}},
+    )
+    async def change_prompts(session: Owned, change: PromptChange) -> PromptChange:
+        """Add or remove standing prompts of a live stream (applied from its next final)."""
+        await streams.change_prompts(session, change)
+        return change
 
     @app.post(
         "/v1/search",

@@ -6,11 +6,16 @@ from __future__ import annotations
 from voxwire.bridge.ingest import envelope
 from voxwire.broker.dynsec import AccessControl
 from voxwire.bus import Bus
+from voxwire.errors import ConflictError
 from voxwire.gateway.sessions import announce, open_session, stored
+from voxwire.gateway.uploads import InvalidRequestError
+from voxwire.standing_prompts import StandingPrompts, prompt_of
 from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.workers.stream_pipeline import MAX_PROMPTS
 from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart
-from voxwire_client.api import StreamRequest
+from voxwire_client.api import PromptChange, StreamRequest
 from voxwire_client.messages import ProgressMessage, SessionStatus
+from voxwire_client.topics import audio_control_topic
 
 
 class StreamService:
@@ -28,3 +33,27 @@ class StreamService:
         queued = ProgressMessage(sid=sid, seq=1, status=SessionStatus.QUEUED, percent=0)
         await announce(self._store, self._bus, queued)
         return await stored(self._store, sid)
+
+    async def change_prompts(self, session: SessionRecord, change: PromptChange) -> None:
+        """Send a prompt change to the worker of a live stream, in order with its
+        audio. The worker answers a change it cannot apply with an error message
+        on the session's topics; what can be checked here is checked first."""
+        if session.filename is not None:
+            raise ConflictError(
+                "the prompts of an uploaded file are fixed when it is uploaded",
+                hint="prompts can be changed while a live stream runs",
+                sid=session.sid,
+            )
+        if session.status.terminal:
+            raise ConflictError(
+                f"the stream has ended ({session.status.value})",
+                hint="search its transcript instead: POST /v1/search",
+                sid=session.sid,
+            )
+        try:
+            StandingPrompts().change([prompt_of(p) for p in change.add], (), limit=MAX_PROMPTS)
+        except ValueError as exc:
+            raise InvalidRequestError(f"prompts not changed: {exc}", sid=session.sid) from exc
+        topic = audio_control_topic(session.sid)
+        record = envelope(topic, change.model_dump_json().encode(), origin="gateway")
+        await self._bus.produce(AUDIO_TOPIC, session.sid, record)

@@ -109,3 +109,13 @@ def test_highlights_are_escaped() -> None:
     prompts = StandingPrompts([Prompt(id="p", text="budget plan")])
     (_, (hit,)) = _feed(prompts, "<b>the budget", "plan</b> & more")
     assert hit.highlight == "&lt;b&gt;the <em>budget plan</em>&lt;/b&gt; &amp; more"
+
+
+def test_an_old_phrase_stretched_by_a_word_into_the_next_final_is_not_new() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="hiring plan")])
+    hits = _feed(prompts, "the hiring plan", "the plan", "then the hiring plan")
+    assert [[h.segment_ids for h in found] for found in hits] == [[("seg-0",)], [], [("seg-2",)]]
+    added = StandingPrompts()
+    added.on_final("a", "the hiring plan", 0, 900)
+    added.add(Prompt(id="p", text="hiring plan"))
+    assert added.on_final("b", "the end", 1000, 1900) == []

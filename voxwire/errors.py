@@ -16,6 +16,7 @@ and carry the session id when there is one::
     ├── EngineError              transcription failed inside an engine
     ├── AuthError                missing or invalid credentials
     ├── NotFoundError            a session, key or model that does not exist
+    ├── ConflictError            a request the session's state does not allow now
     ├── BusError                 the job bus failed (Kafka, in-process)
     └── MqttError                the MQTT broker or connection failed (carries the topic)
 
@@ -91,6 +92,12 @@ class AuthError(VoxwireError):
 
 class NotFoundError(VoxwireError):
     code = "not_found"
+
+
+class ConflictError(VoxwireError):
+    """A request the session's state does not allow (e.g. changing an ended stream)."""
+
+    code = "conflict"
 
 
 class BusError(VoxwireError):

@@ -13,7 +13,9 @@ finals in all), so a phrase split by the endpointer ("ask not" | "what your
 country") is still found when its last word commits. A match must include a
 word of the newest final (what lay wholly in earlier finals was reported
 then) and must not overlap an earlier match of the same prompt, so every
-occurrence is reported once, as soon as its last word is committed. Words are
+occurrence is reported once, as soon as its last word is committed. Windows
+compete before that filter, so the exact phrase in an earlier final beats a
+fuzzy window that stretches it by a word into the newest one. Words are
 normalised over the joined text of the window (:func:`voxwire.matching.normalize`),
 so a number spoken across a boundary ("twenty" | "five") is one number.
 
@@ -54,6 +56,13 @@ def prompt_of(spec: PromptSpec | Prompt) -> Prompt:
     return Prompt(spec.id, spec.text, fuzzy=spec.fuzzy, slop=spec.slop, within=spec.within)
 
 
+def spec_of(prompt: Prompt) -> PromptSpec:
+    """The API's form of a prompt (to store it, e.g. in a stream checkpoint)."""
+    return PromptSpec(
+        id=prompt.id, text=prompt.text, fuzzy=prompt.fuzzy, slop=prompt.slop, within=prompt.within
+    )
+
+
 class StandingPrompts:
     """The prompts of one session and what they matched (see the module doc)."""
 
@@ -80,6 +89,21 @@ class StandingPrompts:
         self._prompts[prompt.id] = CompiledPrompt.of(prompt)
         self._taken[prompt.id] = set()
 
+    def change(self, add: Sequence[Prompt], remove: Sequence[str], *, limit: int) -> None:
+        """Remove, then add, all or nothing: raise ValueError (duplicate id, a
+        prompt without words, more than ``limit`` prompts) and change nothing."""
+        ids = [p for p in self._prompts if p not in remove] + [p.id for p in add]
+        if len(ids) != len(set(ids)):
+            raise ValueError("prompt ids must be unique")
+        if len(ids) > limit:
+            raise ValueError(f"at most {limit} prompts per session, this would make {len(ids)}")
+        for prompt in add:
+            CompiledPrompt.of(prompt)  # raises for a prompt without words
+        for prompt_id in remove:
+            self.remove(prompt_id)
+        for prompt in add:
+            self.add(prompt)
+
     def remove(self, prompt_id: str) -> bool:
         """Stop listening for a prompt; False when there was none with this id."""
         self._taken.pop(prompt_id, None)
@@ -101,9 +125,10 @@ class StandingPrompts:
         for prompt_id, compiled in self._prompts.items():
             taken = {k for k in self._taken[prompt_id] if k[0] in live}  # forget old finals
             self._taken[prompt_id] = taken
-            fresh = [c for c in candidates(compiled, words) if tokens[c[3] - 1].end > newest]
             blocked = {i for i, key in enumerate(keys) if key in taken}
-            for score, i, j in select(fresh, blocked):
+            for score, i, j in select(candidates(compiled, words), blocked):
+                if tokens[j - 1].end <= newest:
+                    continue  # wholly in earlier finals: reported then, or not wanted then
                 taken.update(keys[i:j])
                 matches.append(_match(compiled.prompt, score, tokens[i:j], finals, offsets, joined))
         return matches

@@ -26,9 +26,11 @@ from redis.exceptions import RedisError
 
 from voxwire.errors import VoxwireError
 from voxwire.workers.stream_pipeline import Resume
+from voxwire_client.api import PromptSpec
 from voxwire_client.messages import Message, SegmentData, encode_message, parse_message
 
 _FINALS = TypeAdapter(tuple[SegmentData, ...])
+_PROMPTS = TypeAdapter(tuple[PromptSpec, ...])
 DEFAULT_TTL_S = 24 * 3600
 
 
@@ -59,6 +61,7 @@ class StreamCheckpoint:
             "stream_sample": r.stream_sample,
             "pending": [encode_message(m).decode() for m in r.pending],
             "finished": r.finished,
+            "prompts": None if r.prompts is None else [p.model_dump() for p in r.prompts],
             "last": encode_message(self.last).decode() if self.last else None,
             "done": self.done,
         }
@@ -76,6 +79,9 @@ class StreamCheckpoint:
                 stream_sample=int(body["stream_sample"]),
                 pending=tuple(parse_message(m) for m in body["pending"]),
                 finished=bool(body["finished"]),
+                prompts=None
+                if body.get("prompts") is None
+                else _PROMPTS.validate_python(body["prompts"]),
             )
             last = parse_message(body["last"]) if body["last"] else None
             return cls(base64.b64decode(body["start"]), resume, last, bool(body["done"]))

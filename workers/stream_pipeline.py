@@ -84,7 +84,7 @@ import numpy as np
 from voxwire.audio import pcm16le_to_float32
 from voxwire.errors import AudioError, ConfigError, VoxwireError
 from voxwire.matching import Match, Prompt
-from voxwire.standing_prompts import StandingPrompts, prompt_of
+from voxwire.standing_prompts import StandingPrompts, prompt_of, spec_of
 from voxwire.workers.endpointing import (
     EndpointConfig,
     Endpointer,
@@ -124,6 +124,8 @@ log = logging.getLogger(__name__)
 
 _SAMPLES_PER_MS = SAMPLE_RATE // 1000
 _LANGUAGE = re.compile(r"auto|[a-z]{2,3}")
+MAX_PROMPTS = 100
+"""Standing prompts one live session may have at once."""
 
 HALLUCINATIONS = frozenset(
     {"you", "thank you", "thank you very much", "thanks for watching",
@@ -206,6 +208,8 @@ class Resume:
     seq already given: emitted first on resuming."""
     finished: bool = False
     """The transcript was emitted: nothing more but ``pending``."""
+    prompts: tuple[PromptSpec, ...] | None = None
+    """The standing prompts, when changed since the start (None: the start's)."""
 
 
 # --- messages with stream metadata (excluded from the JSON until the contract has it) --------
@@ -315,6 +319,9 @@ class StreamSession:
         self.preempted_partials = 0
         self._options = replace(options, language=config.language)
         self._language = None if config.language == "auto" else config.language
+        if resume is not None and resume.prompts is not None:
+            prompts = resume.prompts
+        self._prompts_changed = resume is not None and resume.prompts is not None
         try:
             self._matcher = StandingPrompts([prompt_of(p) for p in prompts])
         except ValueError as exc:  # a duplicate id, a prompt without words
@@ -360,9 +367,40 @@ class StreamSession:
         """Where the stream stands after the last message emitted (engine side:
         call it from ``emit``, or with no emission running)."""
         chunk, skip, sample = self._settled
+        prompts = None
+        if self._prompts_changed:
+            prompts = tuple(spec_of(p) for p in self._matcher.prompts)
         return Resume(
-            self._seq, tuple(self._finals), chunk, skip, sample, self._pending, self._finished
+            self._seq,
+            tuple(self._finals),
+            chunk,
+            skip,
+            sample,
+            self._pending,
+            self._finished,
+            prompts,
         )
+
+    @property
+    def next_chunk(self) -> int:
+        """The number of the next chunk expected."""
+        return self._next_chunk
+
+    def change_prompts(self, add: Sequence[PromptSpec], remove: Sequence[str]) -> None:
+        """Remove, then add, standing prompts: they apply from the next final on
+        (with the finals before it, see :mod:`voxwire.standing_prompts`). All
+        or nothing; a bad change raises ConfigError."""
+        try:
+            prompts = [prompt_of(p) for p in add]
+            with self._emit_lock:  # finals are matched under this lock
+                self._matcher.change(prompts, remove, limit=MAX_PROMPTS)
+                self._prompts_changed = True
+        except ValueError as exc:
+            raise ConfigError(
+                f"prompts not changed: {exc}",
+                hint="fix the prompts and send them again",
+                sid=self.sid,
+            ) from exc
 
     @property
     def finished(self) -> bool:

@@ -7,7 +7,9 @@ or the gateway wrote: ``{"topic", "payload" (base64), "origin"}``:
 - ``stream/<sid>/start`` from the gateway (``origin`` "gateway"): the session's
   configuration; only the gateway may start a stream;
 - ``audio/<sid>/chunk/<n>`` from a device: PCM16LE 16 kHz mono, chunk ``n``;
-- ``audio/<sid>/control`` from a device: ``{"type": "end"}``.
+- ``audio/<sid>/control`` from a device: ``{"type": "end"}``, or a change of the
+  standing prompts (:class:`voxwire_client.api.PromptChange`) from a device or
+  the gateway.
 
 Ingestion (VAD and endpointing) runs on the event loop and only queues work;
 one engine thread transcribes the queued work of every session in turn, so a
@@ -56,7 +58,7 @@ from voxwire.workers.stream_checkpoints import (
 )
 from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession
 from voxwire.workers.vad import SileroVad, Vad
-from voxwire_client.api import StreamRequest
+from voxwire_client.api import PromptChange, StreamRequest
 from voxwire_client.messages import Message, encode_message
 from voxwire_client.topics import parse_audio_topic
 
@@ -186,15 +188,16 @@ class StreamWorker:
             self.ignored += 1  # unknown or finished session: nothing to attach it to
             return False
         now = time.monotonic()
+        held_for = sys.maxsize if audio.chunk is None else audio.chunk
         try:
             if audio.chunk is not None:
                 session.push(audio.chunk, payload, now)
             else:
-                self._control(sid, session, payload, now)
+                held_for = self._control(sid, session, payload, now)
         except VoxwireError as exc:
             with self._errors_lock:
                 self._errors.append((session, exc))
-        return self._hold(sid, sys.maxsize if audio.chunk is None else audio.chunk, record)
+        return self._hold(sid, held_for, record)
 
     def _hold(self, sid: str, chunk: int, record: Record) -> bool:
         self._held.setdefault(sid, []).append((chunk, record))
@@ -273,15 +276,30 @@ class StreamWorker:
             log.info("stream %s opened", start.sid)
         return session
 
-    def _control(self, sid: str, session: StreamSession, payload: bytes, now: float) -> None:
+    def _control(self, sid: str, session: StreamSession, payload: bytes, now: float) -> int:
+        """Apply a control message; return the chunk its record is held for."""
         try:
-            kind = json.loads(payload).get("type")
+            body = json.loads(payload)
+            kind = body.get("type")
         except (ValueError, AttributeError):
             kind = None
-        if kind != "end":
-            raise InvalidChunkError('control messages are JSON such as {"type": "end"}', sid=sid)
-        session.end(now)
-        self._ending.add(sid)
+        if kind == "end":
+            session.end(now)
+            self._ending.add(sid)
+            return sys.maxsize
+        if kind == "prompts":
+            try:
+                change = PromptChange.model_validate(body)
+            except ValidationError as exc:
+                raise InvalidChunkError(
+                    f"unusable prompt change: {exc.errors()[0]['msg']}", sid=sid
+                ) from exc
+            session.change_prompts(change.add, change.remove)
+            # committed once a checkpoint after it (with the new prompts) is saved
+            return session.next_chunk
+        raise InvalidChunkError(
+            'control messages are JSON: {"type": "end"} or {"type": "prompts", ...}', sid=sid
+        )
 
     # -- transcription (engine thread) ---------------------------------------------------
 

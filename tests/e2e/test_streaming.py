@@ -20,7 +20,7 @@ from tests.helpers import (
     pcm16,
 )
 from voxwire.audio import decode
-from voxwire_client import Client, StreamRequest, pcm_chunks
+from voxwire_client import ApiError, Client, PromptSpec, StreamRequest, pcm_chunks
 from voxwire_client.messages import Message
 
 pytestmark = pytest.mark.timeout(300)
@@ -139,3 +139,43 @@ def test_reference_device_client(platform: PlatformThread) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "young man" in result.stdout.lower(), result.stdout
+
+
+def test_standing_prompts_changed_while_streaming(platform: PlatformThread) -> None:
+    """Prompts added over HTTP after the first final match from a later final on,
+    once each, right after the final that completes them; a removed prompt
+    matches no more; a bad change is an error that leaves the stream running."""
+    pcm, _, _ = joined_utterances()
+    events: list[Message] = []
+    start = StreamRequest(
+        prompts=(PromptSpec(id="year", text="1813"), PromptSpec(id="sorrow", text="great sorrow"))
+    )
+    auth = {"Authorization": f"Bearer {platform.api_key}"}
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+
+        def on_event(message: Message) -> None:
+            events.append(message)
+            if message.type == "final" and message.segment.index == 0:  # type: ignore[union-attr]
+                # from another thread of the app (the client's loop runs this callback)
+                url = f"{platform.url}/v1/sessions/{message.sid}/prompts"
+                add = [
+                    {"id": "apostle", "text": "apostle of the middle classes"},
+                    {"id": "thoughts", "text": "that thing, a thousand thoughts", "within": 6},
+                ]
+                change = {"add": add, "remove": ["sorrow"]}
+                assert httpx.post(url, json=change, headers=auth).status_code == 202
+                twice = httpx.post(url, json={"add": [add[0], add[0]]}, headers=auth)
+                assert twice.status_code == 400 and "unique" in twice.json()["message"]
+
+        result = client.stream(pcm_chunks(pcm), start, speed=3, on_event=on_event)
+        with pytest.raises(ApiError) as ended:
+            client.change_prompts(result.sid, remove=["year"])
+        assert ended.value.status == 409
+    finals = [m for m in events if m.type == "final"]
+    matches = [m for m in events if m.type == "match"]
+    assert sorted(m.prompt_id for m in matches) == ["apostle", "thoughts", "year"]  # type: ignore[attr-defined]
+    for match in matches:  # right after the final that completed it
+        (final,) = [f for f in finals if f.segment.id == match.segment_ids[-1]]  # type: ignore[attr-defined]
+        assert final.seq < match.seq
+        assert not [f for f in finals if final.seq < f.seq < match.seq]
+    assert not [m for m in events if m.type == "error"]

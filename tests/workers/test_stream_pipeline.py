@@ -699,3 +699,37 @@ def test_a_stream_resumed_after_any_message_repeats_and_loses_nothing() -> None:
         transcript = joined[-2]
         assert isinstance(transcript, TranscriptMessage)
         assert [s.text for s in transcript.segments] == [text for _, text in finals]
+
+
+def test_prompts_changed_mid_stream_apply_from_the_next_final_and_survive_a_resume() -> None:
+    from voxwire.workers.stream_checkpoints import StreamCheckpoint
+
+    out: list[Message] = []
+    clock = Clock()
+    engine = ScriptedEngine(lambda a: "the budget and the hiring plan")
+    session = make_session(
+        engine, EnergyVad(), clock, out, prompts=(PromptSpec(id="budget", text="budget"),)
+    )
+    changed_at = None
+    for index, chunk in enumerate(chunks(bursts())):
+        clock.t = (index + 1) * CHUNK_MS / 1000
+        session.push(index, chunk, clock.t)
+        session.run_pending()
+        if changed_at is None and of_type(out, "final"):
+            with pytest.raises(ConfigError, match="unique"):  # all or nothing
+                session.change_prompts((PromptSpec(id="budget", text="again"),), ())
+            session.change_prompts((PromptSpec(id="plan", text="hiring plan"),), ("budget",))
+            changed_at = len(out)
+    session.end(clock.t)
+    session.finish()
+    finals = of_type(out, "final")
+    matches = [m for m in out if isinstance(m, MatchMessage)]
+    assert len(finals) == 3
+    assert [(m.prompt_id, m.segment_ids) for m in matches] == [
+        ("budget", ("s1-0",)), ("plan", ("s1-1",)), ("plan", ("s1-2",)),
+    ]  # fmt: skip
+    assert all(out.index(m) > (changed_at or 0) for m in matches[1:])
+    point = session.resume_point()
+    assert point.prompts is not None and [p.id for p in point.prompts] == ["plan"]
+    saved = StreamCheckpoint(b"start", point).encode()
+    assert StreamCheckpoint.decode(saved).resume.prompts == point.prompts

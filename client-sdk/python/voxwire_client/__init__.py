@@ -47,12 +47,21 @@ __all__ = [
     "session_topic",
 ]
 
-from voxwire_client.api import SearchHit, SearchPage, SearchQuery, StreamRequest
+from voxwire_client.api import (
+    PromptChange,
+    PromptSpec,
+    SearchHit,
+    SearchPage,
+    SearchQuery,
+    StreamRequest,
+)
 from voxwire_client.client import AsyncClient, Client, Transcript, pcm_chunks
 
 __all__ += [
     "AsyncClient",
     "Client",
+    "PromptChange",
+    "PromptSpec",
     "SearchHit",
     "SearchPage",
     "SearchQuery",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -119,6 +119,20 @@ class StreamRequest(_Model):
     partial_interval_s: float = Field(default=2.0, ge=0, le=60)
     max_segment_s: float = Field(default=30.0, ge=1, le=30)
     vad_threshold: float = Field(default=0.5, gt=0, lt=1)
+
+
+class PromptChange(_Model):
+    """Change a live stream's standing prompts while it runs: the body of
+    ``POST /v1/sessions/{sid}/prompts``, or published as is on
+    ``audio/<sid>/control``. Removals first, then additions; all or nothing.
+    New prompts match from the next final on, together with the finals just
+    before it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["prompts"] = "prompts"
+    add: tuple[PromptSpec, ...] = Field(default=(), max_length=100)
+    remove: tuple[Annotated[str, Field(max_length=64)], ...] = Field(default=(), max_length=100)
 
 
 class StreamCreated(SessionInfo):

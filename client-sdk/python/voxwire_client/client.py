@@ -27,6 +27,7 @@ from voxwire_client._mqtt import ProtocolRefused, SessionSubscription
 from voxwire_client.api import (
     MatchData,
     MessagesPage,
+    PromptChange,
     PromptSpec,
     SearchPage,
     SearchQuery,
@@ -186,6 +187,18 @@ class AsyncClient:
             "GET", f"/v1/sessions/{validate_sid(sid)}/messages", params={"after": after}
         )
         return MessagesPage.model_validate_json(response.content)
+
+    async def change_prompts(
+        self, sid: str, add: Sequence[PromptSpec] = (), remove: Sequence[str] = ()
+    ) -> PromptChange:
+        """Add or remove (by id) standing prompts of a live stream; they apply from
+        its next final. A change the worker cannot apply comes back as an error event."""
+        change = PromptChange(add=tuple(add), remove=tuple(remove))
+        await self._request(
+            "POST", f"/v1/sessions/{validate_sid(sid)}/prompts",
+            content=change.model_dump_json(), headers={"content-type": "application/json"},
+        )  # fmt: skip
+        return change
 
     async def search(self, query: SearchQuery | str, **filters: Any) -> SearchPage:
         """Segments of your transcripts that answer ``query``, best first.
@@ -415,6 +428,11 @@ class Client:
 
     def transcript(self, sid: str) -> TranscriptResponse:
         return self._loop.run_until_complete(self._async.transcript(sid))
+
+    def change_prompts(
+        self, sid: str, add: Sequence[PromptSpec] = (), remove: Sequence[str] = ()
+    ) -> PromptChange:
+        return self._loop.run_until_complete(self._async.change_prompts(sid, add, remove))
 
     def search(self, query: SearchQuery | str, **filters: Any) -> SearchPage:
         return self._loop.run_until_complete(self._async.search(query, **filters))
