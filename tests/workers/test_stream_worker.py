@@ -131,3 +131,40 @@ async def test_a_worker_that_cannot_deliver_ends_and_leaves_its_sessions_to_resu
         await asyncio.wait_for(running, 10)
     saved = await checkpoints.load("br1")
     assert saved is not None and not saved.done  # left for another worker, not closed
+
+
+async def test_a_device_changes_prompts_on_the_control_topic() -> None:
+    """{"type": "prompts"} on audio/<sid>/control, as a device publishes it: the
+    new prompt matches the next finals; a malformed change is an error message
+    and the stream goes on; the checkpoint keeps the prompts for a successor."""
+    bus, checkpoints, out = OwnedBus(), MemoryCheckpoints(), []
+    engine = ScriptedEngine(lambda a: "the budget and the hiring plan")
+    worker = StreamWorker(
+        bus, engine, EngineOptions(), checkpoints=checkpoints, vad_factory=EnergyVad
+    )
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await _until(lambda: bus.audio is not None)
+    start = StreamStart("pc1", "t1", StreamRequest())
+    await bus.produce(AUDIO_TOPIC, "pc1", envelope("stream/pc1/start", start.encode(), "gateway"))
+    change = b'{"type": "prompts", "add": [{"id": "plan", "text": "hiring plan"}]}'
+    await bus.produce(AUDIO_TOPIC, "pc1", envelope("audio/pc1/control", change))
+    await bus.produce(
+        AUDIO_TOPIC, "pc1", envelope("audio/pc1/control", b'{"type": "prompts", "add": 7}')
+    )
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    for n, i in enumerate(range(0, len(data), size)):
+        await bus.produce(AUDIO_TOPIC, "pc1", envelope(f"audio/pc1/chunk/{n}", data[i : i + size]))
+    await bus.produce(AUDIO_TOPIC, "pc1", envelope("audio/pc1/control", b'{"type": "end"}'))
+    await _until(lambda: any(m.type == "transcript" for m in out))
+    matches = [m for m in out if m.type == "match"]
+    finals = [m for m in out if m.type == "final"]
+    assert len(matches) == len(finals) == 3
+    (error,) = [m for m in out if m.type == "error"]
+    assert "unusable prompt change" in error.message and not error.fatal  # type: ignore[attr-defined]
+    saved = await checkpoints.load("pc1")
+    assert saved is not None and saved.resume.prompts is not None
+    assert [p.id for p in saved.resume.prompts] == ["plan"]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
