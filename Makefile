@@ -61,6 +61,7 @@ bench: $(STAMP) services
 	$(BIN)/python benchmarks/bench_distributed_files.py
 	$(BIN)/python benchmarks/bench_streams.py
 	$(BIN)/python benchmarks/bench_vad.py
+	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_search.py
 
 contract: $(STAMP)
 	$(BIN)/voxwire contract --out client-sdk/contract

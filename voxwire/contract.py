@@ -39,6 +39,9 @@ HTTP_BODIES: dict[str, type[BaseModel]] = {
     "TranscriptResponse": api.TranscriptResponse,
     "MessagesPage": api.MessagesPage,
     "ErrorBody": api.ErrorBody,
+    "PromptChange": api.PromptChange,
+    "SearchQuery": api.SearchQuery,
+    "SearchPage": api.SearchPage,
 }
 
 _TOPIC_MESSAGES = {
@@ -72,7 +75,9 @@ _AUDIO_CHANNELS: dict[str, Any] = {
     "audioControl": {
         "address": "audio/{sid}/control",
         "description": 'End of the stream: {"type": "end"}. The last final, the transcript '
-        "and a completed progress message follow.",
+        'and a completed progress message follow. Or {"type": "prompts", "add": [...], '
+        '"remove": [...]} (PromptChange): change the standing prompts from the next final on; '
+        "a change that cannot be applied is answered with an error message.",
         "parameters": _SID,
         "messages": {"StreamControl": {"$ref": "#/components/messages/StreamControl"}},
         "bindings": {"mqtt": {"qos": 1, "retain": False}},
@@ -92,9 +97,14 @@ _AUDIO_MESSAGES: dict[str, Any] = {
         "name": "StreamControl",
         "contentType": "application/json",
         "payload": {
-            "type": "object",
-            "properties": {"type": {"const": "end"}},
-            "required": ["type"],
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"type": {"const": "end"}},
+                    "required": ["type"],
+                },
+                {"$ref": "schemas/PromptChange.schema.json"},
+            ]
         },
     },
 }
