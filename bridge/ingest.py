@@ -15,6 +15,7 @@ Client topics (per session, QoS 1) and where they go:
     audio/<sid>/chunk/<n>  -> transcription.audio     (key = sid; PCM16LE 16 kHz mono)
     audio/<sid>/control    -> transcription.audio     (key = sid, same partition,
                                                        so control and audio stay ordered)
+    query/<key id>/<qid>/request -> prompt.queries    (key = key id; a SearchQuery)
 
 Each bus record carries the MQTT topic and payload unchanged (a small JSON
 envelope, ``origin`` "mqtt"); topic access is enforced by the broker before
@@ -40,12 +41,13 @@ from paho.mqtt.properties import Properties
 
 from voxwire.bus import Bus
 from voxwire.errors import BusError
-from voxwire_client.topics import parse_audio_topic
+from voxwire_client.topics import parse_audio_topic, parse_query_topic
 
 log = logging.getLogger(__name__)
 
 AUDIO_TOPIC = "transcription.audio"
-INGEST_FILTERS = ("audio/+/chunk/+", "audio/+/control")
+QUERIES_TOPIC = "prompt.queries"
+INGEST_FILTERS = ("audio/+/chunk/+", "audio/+/control", "query/+/+/request")
 SHARE_GROUP = "voxwire-bridge"
 
 
@@ -64,7 +66,12 @@ def route(topic: str) -> tuple[str, str] | None:
     try:
         return AUDIO_TOPIC, parse_audio_topic(topic).sid
     except ValueError:
+        pass
+    try:
+        query = parse_query_topic(topic)
+    except ValueError:
         return None
+    return (QUERIES_TOPIC, query.key_id) if query.kind == "request" else None
 
 
 def envelope(topic: str, payload: bytes, origin: str = "mqtt") -> bytes:

@@ -6,8 +6,10 @@ In distributed mode with Mosquitto, the broker itself enforces who may do what:
   with the role of its tenant; a revoked key's client is deleted;
 - every tenant is a dynsec *role*; creating a session adds ACLs to the role so
   the tenant may subscribe to ``transcription/<sid>/#`` and publish to
-  ``audio/<sid>/#``; anything not allowed is denied (the plugin's defaults
-  are set to deny by ``scripts/services.sh``).
+  ``audio/<sid>/#``; every key has a role of its own for its search topics
+  (publish ``query/<key id>/+/request``, subscribe ``query/<key id>/+/result``);
+  anything not allowed is denied (the plugin's defaults are set to deny by
+  ``scripts/services.sh``).
 
 Commands go to ``$CONTROL/dynamic-security/v1`` as voxwire's service user and
 each waits for its answer on ``.../response`` (matched by correlation data).
@@ -54,6 +56,11 @@ class NoAccessSync:
 
     async def grant_session(self, tenant_id: str, sid: str) -> None:
         return None
+
+
+def key_role_name(key_id: str) -> str:
+    """The dynsec role holding one API key's own topics (its search queries)."""
+    return f"vx-key-{key_id}"
 
 
 def role_name(tenant_id: str) -> str:
@@ -143,17 +150,32 @@ class DynsecAccess:
     async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None:
         def go() -> None:
             self._ensure_role(tenant_id)
+            own = key_role_name(key_id)  # the key's own search topics
+            self.command("createRole", rolename=own)
+            for acltype, topic in (
+                ("publishClientSend", f"query/{key_id}/+/request"),
+                ("subscribePattern", f"query/{key_id}/+/result"),
+                ("publishClientReceive", f"query/{key_id}/+/result"),
+            ):
+                self.command(
+                    "addRoleACL", rolename=own, acltype=acltype, topic=topic, allow=True,
+                    priority=0,
+                )  # fmt: skip
             self.command(
                 "createClient",
                 username=key_id,
                 password=plaintext,
-                roles=[{"rolename": role_name(tenant_id)}],
+                roles=[{"rolename": role_name(tenant_id)}, {"rolename": own}],
             )
 
         await asyncio.to_thread(go)
 
     async def remove_key(self, key_id: str) -> None:
-        await asyncio.to_thread(self.command, "deleteClient", username=key_id)
+        def go() -> None:
+            self.command("deleteClient", username=key_id)
+            self.command("deleteRole", rolename=key_role_name(key_id))
+
+        await asyncio.to_thread(go)
 
     async def grant_session(self, tenant_id: str, sid: str) -> None:
         role = role_name(tenant_id)

@@ -104,6 +104,8 @@ class Principal:
 
     name: str
     is_service: bool = False
+    key_id: str | None = None
+    """The id of the API key a user connected with."""
 
 
 class Authenticator(Protocol):

@@ -9,13 +9,16 @@ secret made at start-up, and may use every topic.
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Callable
 
+from voxwire.auth import key_id_of
 from voxwire.broker.embedded import Action, Principal
-from voxwire_client.topics import ROOT, TopicKind, parse_audio_topic, validate_sid
+from voxwire_client.topics import QUERY_ROOT, ROOT, TopicKind, parse_audio_topic, validate_sid
 
 SERVICE_USER = "voxwire-service"
 _KINDS = {"+", *(kind.value for kind in TopicKind)}
+_SAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 KeyLookup = Callable[[str], str | None]
 """API key -> tenant id, or None."""
@@ -39,7 +42,7 @@ class PlatformAuthenticator:
                 return Principal(name=SERVICE_USER, is_service=True)
             return None
         tenant = self._tenant_for_key(password)
-        return Principal(name=tenant) if tenant else None
+        return Principal(name=tenant, key_id=key_id_of(password)) if tenant else None
 
 
 class SessionAuthorizer:
@@ -50,14 +53,27 @@ class SessionAuthorizer:
 
     def allow(self, principal: Principal, topic: str, action: Action) -> bool:
         """Publish: audio for an own session (``audio/<sid>/chunk/<n>``, ``.../control``).
-        Subscribe/receive: an own session's result topics, or ``transcription/<sid>/+``."""
+        Subscribe/receive: an own session's result topics, or ``transcription/<sid>/+``.
+        Queries: a key publishes ``query/<its id>/<qid>/request`` and subscribes to
+        ``query/<its id>/<qid>/result`` (or ``query/<its id>/+/result``)."""
         if principal.is_service:
             return True
+        if topic.startswith(f"{QUERY_ROOT}/"):
+            return self._own_query(principal, topic, action)
         try:
             sid = self._session_of(topic, action)
         except ValueError:  # not a topic of this kind, or an unsafe session id
             return False
         return self._owner_of(sid) == principal.name
+
+    @staticmethod
+    def _own_query(principal: Principal, topic: str, action: Action) -> bool:
+        parts = topic.split("/")
+        if len(parts) != 4 or principal.key_id is None or parts[1] != principal.key_id:
+            return False
+        if action == "publish":
+            return parts[3] == "request" and _SAFE.fullmatch(parts[2]) is not None
+        return parts[3] == "result" and (parts[2] == "+" or _SAFE.fullmatch(parts[2]) is not None)
 
     @staticmethod
     def _session_of(topic: str, action: Action) -> str:

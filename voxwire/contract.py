@@ -42,6 +42,7 @@ HTTP_BODIES: dict[str, type[BaseModel]] = {
     "PromptChange": api.PromptChange,
     "SearchQuery": api.SearchQuery,
     "SearchPage": api.SearchPage,
+    "QueryResult": api.QueryResult,
 }
 
 _TOPIC_MESSAGES = {
@@ -83,11 +84,44 @@ _AUDIO_CHANNELS: dict[str, Any] = {
         "bindings": {"mqtt": {"qos": 1, "retain": False}},
     },
 }
+_QUERY_PARAMETERS = {
+    "keyId": {"description": "the id of the asking API key (vxk_<key id>_...)"},
+    "qid": {"description": "the asker's id for this query: 1-64 of [A-Za-z0-9_-]"},
+}
+_AUDIO_CHANNELS.update(
+    {
+        "queryRequest": {
+            "address": "query/{keyId}/{qid}/request",
+            "description": "Search the transcripts the key's tenant owns: a SearchQuery (the "
+            "body of POST /v1/search). A key may use only its own query topics.",
+            "parameters": _QUERY_PARAMETERS,
+            "messages": {"SearchQuery": {"$ref": "#/components/messages/SearchQuery"}},
+            "bindings": {"mqtt": {"qos": 1, "retain": False}},
+        },
+        "queryResult": {
+            "address": "query/{keyId}/{qid}/result",
+            "description": "The answer: a QueryResult with a page of hits or an error. QoS 1, "
+            "retained for 60 s (message expiry), so subscribing after asking works too.",
+            "parameters": _QUERY_PARAMETERS,
+            "messages": {"QueryResult": {"$ref": "#/components/messages/QueryResult"}},
+            "bindings": {"mqtt": {"qos": 1, "retain": True}},
+        },
+    }
+)
 _AUDIO_OPERATIONS: dict[str, Any] = {
     "sendAudio": {"action": "send", "channel": {"$ref": "#/channels/audioChunk"}},
     "sendControl": {"action": "send", "channel": {"$ref": "#/channels/audioControl"}},
+    "sendQuery": {"action": "send", "channel": {"$ref": "#/channels/queryRequest"}},
+    "receiveQueryResult": {"action": "receive", "channel": {"$ref": "#/channels/queryResult"}},
 }
 _AUDIO_MESSAGES: dict[str, Any] = {
+    name: {
+        "name": name,
+        "contentType": "application/json",
+        "payload": {"$ref": f"schemas/{name}.schema.json"},
+    }
+    for name in ("SearchQuery", "QueryResult")
+} | {
     "AudioChunk": {
         "name": "AudioChunk",
         "contentType": "application/octet-stream",

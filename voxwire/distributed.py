@@ -26,6 +26,7 @@ from voxwire.auth import NewKey, generate_key
 from voxwire.blobs import open_blob_store
 from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.ingest import SHARE_GROUP, MqttIngest
+from voxwire.bridge.queries import QueryService
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.dynsec import DynsecAccess
 from voxwire.broker.mqtt import MqttConnection
@@ -165,6 +166,7 @@ async def run_bridge(settings: Settings) -> None:
                 bus, store, publisher, expiry_s=settings.message_expiry_s, observers=(hot,)
             )
             indexer = SegmentIndexer(bus, store, index)
+            queries = QueryService(bus, store, index, publisher)
             ns = settings.namespace
             ingest = MqttIngest(
                 bus,
@@ -175,7 +177,7 @@ async def run_bridge(settings: Settings) -> None:
                 username=settings.mqtt_username,
                 password=password,
             )
-            await first_failure(relay.run(), ingest.run(), indexer.run())
+            await first_failure(relay.run(), ingest.run(), indexer.run(), queries.run())
     finally:
         await asyncio.to_thread(publisher.close)
         await hot.close()

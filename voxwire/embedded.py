@@ -21,6 +21,7 @@ from voxwire.auth import NewKey, generate_key
 from voxwire.blobs import LocalBlobStore
 from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.ingest import MqttIngest
+from voxwire.bridge.queries import QueryService
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.embedded import EmbeddedBroker
 from voxwire.broker.mqtt import MqttConnection
@@ -131,6 +132,7 @@ class EmbeddedPlatform:
         )
         await self.search.ensure_index()
         indexer = SegmentIndexer(self.bus, self.store, self.search)
+        queries = QueryService(self.bus, self.store, self.search, self._publisher)
         app = create_app(
             GatewayContext(
                 settings,
@@ -149,6 +151,7 @@ class EmbeddedPlatform:
             asyncio.create_task(self.worker.run(), name="worker"),
             asyncio.create_task(self.relay.run(), name="relay"),
             asyncio.create_task(indexer.run(), name="indexer"),
+            asyncio.create_task(queries.run(), name="queries"),
             asyncio.create_task(self.streams.run(), name="streams"),
             asyncio.create_task(ingest.run(), name="ingest"),
             asyncio.create_task(self._server.serve(sockets=[http_socket]), name="gateway"),

@@ -13,8 +13,11 @@ import time
 import httpx
 import pytest
 
-from tests.helpers import EVAL_DIR, PlatformThread
-from voxwire_client import ApiError, Client, SearchPage
+from tests.helpers import EVAL_DIR, Listener, PlatformThread
+from voxwire.auth import key_id_of
+from voxwire_client import ApiError, Client, SearchPage, SearchQuery
+from voxwire_client.api import QueryResult
+from voxwire_client.topics import query_request_topic, query_result_topic
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -120,3 +123,71 @@ def test_the_cli_searches_and_reindexes_while_the_platform_runs(
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
         (hit,) = _until_found(client, "fellow americans", sids=[transcribed[JFK.name]]).hits
         assert hit.sid == transcribed[JFK.name]
+
+
+def _ask(platform: PlatformThread, key: str, qid: str, body: bytes, *, client_id: str) -> Listener:
+    """Subscribe to the answer, then publish the question, as a device would."""
+    key_id = key_id_of(key)
+    assert key_id is not None
+    asker = Listener(platform.mqtt_port, key, client_id=client_id)
+    assert asker.connect() == 0
+    assert asker.subscribe(query_result_topic(key_id, qid)) == [1]
+    asker.client.publish(query_request_topic(key_id, qid), body, qos=1).wait_for_publish(10)
+    return asker
+
+
+def _answer(asker: Listener) -> QueryResult:
+    (got,) = asker.wait_for(lambda got: got, timeout=60)
+    return QueryResult.model_validate_json(got.payload)
+
+
+def test_search_over_mqtt_answers_only_the_asking_key(
+    platform: PlatformThread, transcribed: dict[str, str]
+) -> None:
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        assert _until_found(client, "fellow americans").hits
+    query = SearchQuery(q="amercans", fuzzy=True, sids=(transcribed[JFK.name],))
+    asker = _ask(platform, platform.api_key, "q1", query.model_dump_json().encode(), client_id="a1")
+    result = _answer(asker)
+    assert result.qid == "q1" and result.error is None and result.page is not None
+    (hit,) = result.page.hits
+    assert hit.sid == transcribed[JFK.name] and "<em>Americans</em>" in hit.highlight
+    asker.close()
+    # a late subscriber still gets the (retained) answer
+    late = Listener(platform.mqtt_port, platform.api_key, client_id="a2")
+    assert late.connect() == 0
+    key_id = key_id_of(platform.api_key)
+    assert key_id is not None
+    assert late.subscribe(query_result_topic(key_id, "q1")) == [1]
+    assert _answer(late).page == result.page
+    late.close()
+
+    # another tenant's key can neither read that answer nor ask under that key
+    other = platform.new_tenant_key("mqtt-query-other")
+    spy = Listener(platform.mqtt_port, other, client_id="spy")
+    assert spy.connect() == 0
+    granted = spy.subscribe(query_result_topic(key_id, "q1")) + spy.subscribe("query/#")
+    if isinstance(platform, PlatformThread):
+        assert granted == [0x80, 0x80]
+    spy.client.publish(query_request_topic(key_id, "q2"), query.model_dump_json(), qos=1)
+    time.sleep(3)
+    assert spy.snapshot() == []
+    spy.close()
+    # its own key's queries see only its own (empty) transcripts
+    mine = _ask(platform, other, "q3", query.model_dump_json().encode(), client_id="o1")
+    page = _answer(mine).page
+    assert page is not None and page.hits == ()
+    mine.close()
+
+
+def test_a_bad_query_over_mqtt_gets_an_error_answer(platform: PlatformThread) -> None:
+    for qid, body, code in (
+        ("bad1", b"{not json", "invalid_request"),
+        ("bad2", b'{"q": "x", "size": 0}', "invalid_request"),
+        ("bad3", b'{"q": "***"}', "bad_query"),
+    ):
+        asker = _ask(platform, platform.api_key, qid, body, client_id=f"c-{qid}")
+        result = _answer(asker)
+        assert result.page is None and result.error is not None
+        assert result.error.code == code, result.error
+        asker.close()

@@ -102,6 +102,8 @@ async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
     key = generate_key()
     await store.add_api_key(tenant.id, key, "test")
     assert (await store.verify_api_key(key.plaintext)) == tenant
+    assert await store.key_tenant(key.key_id) == tenant.id
+    assert await store.key_tenant("00000000") is None
     assert await store.verify_api_key(key.plaintext + "x") is None
     assert await store.verify_api_key("garbage") is None
     raw = await backend.raw()
@@ -110,6 +112,7 @@ async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
     assert [k.id for k in await store.list_api_keys()] == [key.key_id]
     assert await store.revoke_api_key(key.key_id)
     assert await store.verify_api_key(key.plaintext) is None
+    assert await store.key_tenant(key.key_id) is None
     assert not await store.revoke_api_key(key.key_id)
     (info,) = await store.list_api_keys()
     assert info.revoked_at is not None and info.tenant_id == tenant.id

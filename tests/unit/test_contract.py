@@ -26,4 +26,6 @@ def test_asyncapi_names_every_session_topic() -> None:
         "transcription/{sid}/match",
         "audio/{sid}/chunk/{n}",
         "audio/{sid}/control",
+        "query/{keyId}/{qid}/request",
+        "query/{keyId}/{qid}/result",
     }

@@ -308,6 +308,12 @@ class PostgresStore:
             return None
         return _tenant(row)
 
+    async def key_tenant(self, key_id: str) -> str | None:
+        row = await self._one(
+            "SELECT tenant_id FROM api_keys WHERE id = %s AND revoked_at IS NULL", (key_id,)
+        )
+        return str(row["tenant_id"]) if row else None
+
     async def tenant_id_for_key(self, plaintext: str) -> str | None:
         """The tenant of a valid key (for the broker's HTTP auth endpoint)."""
         tenant = await self.verify_api_key(plaintext)

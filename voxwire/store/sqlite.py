@@ -147,6 +147,12 @@ class SqliteStore:
         row = self._one("SELECT tenant_id FROM sessions WHERE sid = ?", (sid,))
         return str(row["tenant_id"]) if row else None
 
+    async def key_tenant(self, key_id: str) -> str | None:
+        row = self._one(
+            "SELECT tenant_id FROM api_keys WHERE id = ? AND revoked_at IS NULL", (key_id,)
+        )
+        return str(row["tenant_id"]) if row else None
+
     def tenant_id_for_key(self, plaintext: str) -> str | None:
         tenant = self.tenant_for_key(plaintext)
         return tenant.id if tenant else None

@@ -206,3 +206,12 @@ class SearchPage(_Model):
     offset: int
     size: int
     more: bool
+
+
+class QueryResult(_Model):
+    """The answer to a search sent over MQTT, on ``query/<key id>/<qid>/result``:
+    a page of hits, or the error that stopped the search."""
+
+    qid: str
+    page: SearchPage | None = None
+    error: ErrorBody | None = None

@@ -106,3 +106,36 @@ def parse_audio_topic(topic: str) -> AudioTopic:
     if parts[0] == AUDIO_ROOT and len(parts) == 3 and parts[2] == "control":
         return AudioTopic(sid=validate_sid(parts[1]), chunk=None)
     raise ValueError(f"not a voxwire audio topic: {topic!r}")
+
+
+# -- client <-> server: ad-hoc search over MQTT ----------------------------------------
+
+QUERY_ROOT = "query"
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTopic:
+    """A parsed ``query/<key id>/<qid>/request`` or ``.../result``. The key id
+    level lets the broker give each API key its own queries and nothing else."""
+
+    key_id: str
+    qid: str
+    kind: str  # "request" or "result"
+
+
+def query_request_topic(key_id: str, qid: str) -> str:
+    """Where a client with API key ``key_id`` publishes a search (a SearchQuery)."""
+    return f"{QUERY_ROOT}/{validate_sid(key_id)}/{validate_sid(qid)}/request"
+
+
+def query_result_topic(key_id: str, qid: str) -> str:
+    """Where the answer (a QueryResult) comes, retained for a minute."""
+    return f"{QUERY_ROOT}/{validate_sid(key_id)}/{validate_sid(qid)}/result"
+
+
+def parse_query_topic(topic: str) -> QueryTopic:
+    """Parse a query topic; raise ValueError for anything else."""
+    parts = topic.split("/")
+    if len(parts) != 4 or parts[0] != QUERY_ROOT or parts[3] not in ("request", "result"):
+        raise ValueError(f"not a voxwire query topic: {topic!r}")
+    return QueryTopic(key_id=validate_sid(parts[1]), qid=validate_sid(parts[2]), kind=parts[3])
