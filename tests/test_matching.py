@@ -60,6 +60,8 @@ def test_percentages_normalize_alike(text: str) -> None:
         ("one", ["1"]),
         ("forty-two", ["42"]),
         ("a hundred and five", ["105"]),
+        ("thousand thoughts", ["1000", "thoughts"]),  # a scale word alone, as "a thousand"
+        ("hundred", ["100"]),
         ("two thousand and five", ["2005"]),
         ("five hundred thousand", ["500000"]),
         ("three million two hundred", ["3000200"]),

@@ -10,8 +10,9 @@ segment is checked against every prompt::
 Normalisation (:func:`normalize`) makes recogniser output and user phrasing
 comparable: lower case, accents and punctuation dropped, apostrophes removed
 (``don't`` -> ``dont``), numbers written as words turned into digits
-(``twelve`` -> ``12``, ``a hundred and five`` -> ``105``, ``three point five``
--> ``3.5``, ``nineteen sixty one`` -> ``1961``, ``twenty twenty`` -> ``2020``),
+(``twelve`` -> ``12``, ``a hundred and five`` -> ``105``, ``thousand`` ->
+``1000``, ``three point five`` -> ``3.5``, ``nineteen sixty one`` -> ``1961``,
+``twenty twenty`` -> ``2020``),
 digit groups joined (``1,000`` -> ``1000``) and ``%`` / ``per cent`` read as
 ``percent``; so "twelve percent", "12%" and "12 percent" are the same tokens.
 Digits in a row stay separate numbers (``one two three`` -> ``1 2 3``). Every
@@ -217,8 +218,8 @@ _MAY_FOLLOW: dict[str, set[str | None]] = {
     "unit": {None, "tens", "hundred", "scale", "and"},
     "teen": {None, "hundred", "scale", "and"},
     "tens": {None, "hundred", "scale", "and"},
-    "hundred": {"unit", "teen", "tens", "digits"},
-    "scale": {"unit", "teen", "tens", "hundred", "digits"},
+    "hundred": {None, "unit", "teen", "tens", "digits"},
+    "scale": {None, "unit", "teen", "tens", "hundred", "digits"},
 }
 
 
@@ -248,6 +249,8 @@ def _parse_number(tokens: Sequence[Token], i: int) -> tuple[str, int] | None:
         kind, value = kind_value
         if kind == "unit" and value == 0 and last is not None:
             break
+        if last is None and kind in ("hundred", "scale"):
+            current = 1  # "thousand" alone, as "a thousand"
         if kind == "hundred":
             if current >= 100:
                 break
