@@ -11,7 +11,7 @@ from tests.distributed import DistributedPlatform
 from tests.helpers import EVAL_DIR
 from voxwire.distributed import index_alias, open_store
 from voxwire.search.opensearch import OpenSearchIndex
-from voxwire_client import Client
+from voxwire_client import Client, SearchQuery
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,7 +30,8 @@ def test_committed_segments_are_indexed_for_search(cluster: DistributedPlatform)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 await index.refresh()
-                hits = await index.search(tenant_id, "fellow americans", sid=result.sid)
+                query = SearchQuery(q="fellow americans", sids=(result.sid,))
+                hits = list((await index.search(tenant_id, query)).hits)
                 if hits:
                     return hits
                 await asyncio.sleep(0.5)
