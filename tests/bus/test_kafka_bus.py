@@ -206,6 +206,39 @@ async def test_a_busy_consumer_still_gives_partitions_away(kafka: Kafka) -> None
         await asyncio.gather(one.close(), two.close())
 
 
+async def test_a_partition_taken_away_while_paused_delivers_when_it_comes_back(
+    kafka: Kafka,
+) -> None:
+    """A busy consumer holds what it fetched and pauses its partitions; one of
+    them goes to another member and, once that member leaves, comes back. The
+    consumer resumed the rest meanwhile: the returning partition must not stay
+    paused (librdkafka before 2.4 kept a partition's pause flag across
+    re-assignment; this guards the version in use)."""
+    topic, group = kafka.topic(partitions=2), kafka.group()
+    one, two = (KafkaBus(kafka.bootstrap, options=FAST) for _ in range(2))
+    try:
+        busy = one.subscribe(topic, group)
+        await wait_until(lambda: len(busy.assignment) == 2)
+        for n in range(20):
+            await one.produce(topic, f"sid-{n}", str(n).encode())
+        got = await take(busy, 1)
+        await asyncio.sleep(3 * FAST.keepalive_s)  # busy: the thread polls, holds, pauses
+        other = two.subscribe(topic, group)
+        await wait_until(lambda: len(other.assignment) == 1, timeout=20)
+        moved = next(iter(other.assignment))
+        kept = [r for r in got if r.partition != moved]
+        while not (len(busy.assignment) == 1 and kept):  # drain what is left of ours
+            kept += await take(busy, 1)
+        await other.close()  # leaves the group: the partition comes back
+        await wait_until(lambda: len(busy.assignment) == 2, timeout=20)
+        records = got + kept
+        async with asyncio.timeout(20):
+            while not any(r.partition == moved for r in records):
+                records += await busy.next_batch(20)
+    finally:
+        await asyncio.gather(one.close(), two.close())
+
+
 async def test_a_later_commit_does_not_skip_an_earlier_record(kafka: Kafka) -> None:
     topic, group = kafka.topic(), kafka.group()
     for run in range(3):
