@@ -212,7 +212,7 @@ async def test_a_partition_taken_away_while_paused_delivers_when_it_comes_back(
     """A busy consumer holds what it fetched and pauses its partitions; one of
     them goes to another member and, once that member leaves, comes back. The
     consumer resumed the rest meanwhile: the returning partition must not stay
-    paused (librdkafka before 2.4 kept a partition's pause flag across
+    paused (librdkafka 0.11 kept a partition's pause flag across
     re-assignment; this guards the version in use)."""
     topic, group = kafka.topic(partitions=2), kafka.group()
     one, two = (KafkaBus(kafka.bootstrap, options=FAST) for _ in range(2))
