@@ -1,6 +1,6 @@
 """Transcript search on SQLite FTS5, for embedded mode.
 
-The index lives in a file of its own (``search.db`` beside the store), so it
+The index lives in a file of its own (``search.sqlite3`` beside the store), so it
 can be dropped and rebuilt by ``voxwire search reindex`` without touching the
 transcripts::
 
