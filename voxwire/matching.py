@@ -381,9 +381,10 @@ def candidates(compiled: CompiledPrompt, words: Sequence[str]) -> list[Candidate
             window = words[i : i + size]
             if tuple(window) == compiled.words:
                 found.append((1.0, 0, -i, i + size))
-            elif prompt.fuzzy and _numbers(window) == compiled.numbers:
+            elif prompt.fuzzy:
                 score = fuzz.ratio(compiled.joined, " ".join(window), score_cutoff=cutoff)
-                if score >= cutoff and score > 0:
+                # numbers must be the same (checked only for the rare close window)
+                if score >= cutoff and score > 0 and _numbers(window) == compiled.numbers:
                     found.append((min(score / 100, 0.9999), -abs(size - n), -i, i + size))
     return found
 
