@@ -69,7 +69,6 @@ class StandingPrompts:
     def __init__(self, prompts: Sequence[Prompt] = (), *, window: int = DEFAULT_WINDOW) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1 final, got {window}")
-        self._window = window
         self._prompts: dict[str, CompiledPrompt] = {}
         self._recent: deque[_Final] = deque(maxlen=window)
         # per prompt: (segment id, character offset) of every word it matched
