@@ -8,8 +8,7 @@ from voxwire.broker.dynsec import AccessControl
 from voxwire.bus import Bus
 from voxwire.errors import ConflictError
 from voxwire.gateway.sessions import announce, open_session, stored
-from voxwire.gateway.uploads import InvalidRequestError
-from voxwire.standing_prompts import StandingPrompts, prompt_of
+from voxwire.gateway.uploads import check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.workers.stream_pipeline import MAX_PROMPTS
 from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart
@@ -25,6 +24,7 @@ class StreamService:
         self._access = access
 
     async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
+        check_prompts(request.prompts, MAX_PROMPTS)
         sid = await open_session(self._store, self._access, tenant, prompts=request.prompts)
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(
@@ -50,10 +50,7 @@ class StreamService:
                 hint="search its transcript instead: POST /v1/search",
                 sid=session.sid,
             )
-        try:
-            StandingPrompts().change([prompt_of(p) for p in change.add], (), limit=MAX_PROMPTS)
-        except ValueError as exc:
-            raise InvalidRequestError(f"prompts not changed: {exc}", sid=session.sid) from exc
+        check_prompts(change.add, MAX_PROMPTS)
         topic = audio_control_topic(session.sid)
         record = envelope(topic, change.model_dump_json().encode(), origin="gateway")
         await self._bus.produce(AUDIO_TOPIC, session.sid, record)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -17,6 +18,7 @@ from voxwire.config import Settings
 from voxwire.errors import AudioError, VoxwireError
 from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.jobs import FileJob
+from voxwire.standing_prompts import StandingPrompts, prompt_of
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire_client.api import PromptSpec
 from voxwire_client.messages import (
@@ -72,8 +74,18 @@ def parse_prompts(raw: str | None, limit: int) -> tuple[PromptSpec, ...]:
             raise InvalidRequestError(
                 f"invalid prompt #{i + 1}: empty or longer than 500 characters"
             ) from None
-    if len({s.id for s in specs}) != len(specs):
-        raise InvalidRequestError("prompt ids must be unique")
+    return check_prompts(specs, limit)
+
+
+def check_prompts(specs: Sequence[PromptSpec], limit: int) -> tuple[PromptSpec, ...]:
+    """``specs`` if a session can listen for them all, else InvalidRequestError
+    (duplicate ids, a prompt without words, ``within`` shorter than the prompt)."""
+    try:
+        StandingPrompts().change([prompt_of(p) for p in specs], (), limit=limit)
+    except ValueError as exc:
+        raise InvalidRequestError(
+            f"invalid prompts: {exc}", hint="a prompt needs words; ids must be unique"
+        ) from None
     return tuple(specs)
 
 

@@ -76,7 +76,19 @@ def test_oversized_upload_is_refused(platform: PlatformThread) -> None:
     assert response.json()["code"] == "payload_too_large"
 
 
-@pytest.mark.parametrize("prompts", ["not json", '[""]', '{"a": 1}', json.dumps(["x"] * 51)])
+@pytest.mark.parametrize(
+    "prompts",
+    [
+        "not json",
+        '[""]',
+        '{"a": 1}',
+        json.dumps(["x"] * 51),
+        '["!!! ..."]',  # no words to listen for
+        '[{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]',
+        '[{"id": "a", "text": "three words here", "within": 2}]',
+        '[{"id": "a", "text": "x", "slop": 99}]',
+    ],
+)
 def test_invalid_prompts_are_refused(platform: PlatformThread, prompts: str) -> None:
     response = _post(platform, "jfk.flac", FLAC, prompts=prompts)
     assert response.status_code == 400, response.text

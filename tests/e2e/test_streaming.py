@@ -179,3 +179,18 @@ def test_standing_prompts_changed_while_streaming(platform: PlatformThread) -> N
         assert final.seq < match.seq
         assert not [f for f in finals if final.seq < f.seq < match.seq]
     assert not [m for m in events if m.type == "error"]
+
+
+@pytest.mark.parametrize(
+    "prompts", [[{"id": "a", "text": "..."}], [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]]
+)
+def test_a_stream_with_unusable_prompts_is_refused_at_start(
+    platform: PlatformThread, prompts: list[dict[str, str]]
+) -> None:
+    response = httpx.post(
+        f"{platform.url}/v1/streams",
+        headers={"Authorization": f"Bearer {platform.api_key}"},
+        json={"prompts": prompts},
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "invalid_request"
