@@ -10,30 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
-from datetime import datetime
 from typing import Protocol
 
 from pydantic import ValidationError
 
 from voxwire.bus import RESULTS_TOPIC, Bus
+from voxwire.search import SegmentIndex
 from voxwire.store import SessionRecord
 from voxwire_client.messages import SegmentData, SegmentMessage, parse_message
 
 log = logging.getLogger(__name__)
 
 INDEXER_GROUP = "voxwire-indexer"
-
-
-class SegmentIndex(Protocol):
-    async def index_segments(
-        self,
-        tenant_id: str,
-        sid: str,
-        segments: Sequence[SegmentData],
-        created_at: datetime,
-        language: str | None = None,
-    ) -> None: ...
 
 
 class SessionLookup(Protocol):

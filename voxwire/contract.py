@@ -84,29 +84,34 @@ _AUDIO_CHANNELS: dict[str, Any] = {
         "bindings": {"mqtt": {"qos": 1, "retain": False}},
     },
 }
-_QUERY_PARAMETERS = {
-    "keyId": {"description": "the id of the asking API key (vxk_<key id>_...)"},
-    "qid": {"description": "the asker's id for this query: 1-64 of [A-Za-z0-9_-]"},
-}
-_AUDIO_CHANNELS.update(
-    {
-        "queryRequest": {
-            "address": "query/{keyId}/{qid}/request",
-            "description": "Search the transcripts the key's tenant owns: a SearchQuery (the "
-            "body of POST /v1/search). A key may use only its own query topics.",
-            "parameters": _QUERY_PARAMETERS,
-            "messages": {"SearchQuery": {"$ref": "#/components/messages/SearchQuery"}},
-            "bindings": {"mqtt": {"qos": 1, "retain": False}},
+
+
+def _query_channel(kind: str, message: str, retain: bool, description: str) -> dict[str, Any]:
+    return {
+        "address": f"query/{{keyId}}/{{qid}}/{kind}",
+        "description": description,
+        "parameters": {
+            "keyId": {"description": "the id of the asking API key (vxk_<key id>_...)"},
+            "qid": {"description": "the asker's id for this query: 1-64 of [A-Za-z0-9_-]"},
         },
-        "queryResult": {
-            "address": "query/{keyId}/{qid}/result",
-            "description": "The answer: a QueryResult with a page of hits or an error. QoS 1, "
-            "retained for 60 s (message expiry), so subscribing after asking works too.",
-            "parameters": _QUERY_PARAMETERS,
-            "messages": {"QueryResult": {"$ref": "#/components/messages/QueryResult"}},
-            "bindings": {"mqtt": {"qos": 1, "retain": True}},
-        },
+        "messages": {message: {"$ref": f"#/components/messages/{message}"}},
+        "bindings": {"mqtt": {"qos": 1, "retain": retain}},
     }
+
+
+_AUDIO_CHANNELS["queryRequest"] = _query_channel(
+    "request",
+    "SearchQuery",
+    False,
+    "Search the transcripts the key's tenant owns: a SearchQuery (the body of POST "
+    "/v1/search). A key may use only its own query topics.",
+)
+_AUDIO_CHANNELS["queryResult"] = _query_channel(
+    "result",
+    "QueryResult",
+    True,
+    "The answer: a QueryResult with a page of hits or an error. QoS 1, retained for 60 s "
+    "(message expiry), so subscribing after asking works too.",
 )
 _AUDIO_OPERATIONS: dict[str, Any] = {
     "sendAudio": {"action": "send", "channel": {"$ref": "#/channels/audioChunk"}},

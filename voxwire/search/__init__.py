@@ -32,10 +32,8 @@ class SearchIndexError(VoxwireError):
     code = "search"
 
 
-class SearchIndex(Protocol):
-    async def ensure_index(self) -> bool:
-        """Create the index when missing; True when this call created it."""
-        ...
+class SegmentIndex(Protocol):
+    """What indexing needs (the indexer, a rebuild)."""
 
     async def index_segments(
         self,
@@ -46,6 +44,12 @@ class SearchIndex(Protocol):
         language: str | None = None,
     ) -> None:
         """Add or replace (by ``segment.index``) final segments of one session."""
+        ...
+
+
+class SearchIndex(SegmentIndex, Protocol):
+    async def ensure_index(self) -> bool:
+        """Create the index when missing; True when this call created it."""
         ...
 
     async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:
@@ -67,4 +71,5 @@ __all__ = [
     "SearchPage",
     "SearchQuery",
     "SearchQueryError",
+    "SegmentIndex",
 ]

@@ -280,17 +280,6 @@ class OpenSearchIndex:
         """Make everything indexed so far searchable now (tests, benchmarks)."""
         await self._call(self._client.indices.refresh, index=self.alias)
 
-    async def index_segment(
-        self,
-        tenant_id: str,
-        sid: str,
-        segment: SegmentData,
-        created_at: datetime,
-        language: str | None = None,
-    ) -> None:
-        """Add or replace (by ``segment.index``) one final segment of a session."""
-        await self.index_segments(tenant_id, sid, [segment], created_at, language)
-
     async def index_segments(
         self,
         tenant_id: str,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from voxwire.bridge.indexer import SegmentIndex
+from voxwire.search import SegmentIndex
 from voxwire.store import SessionRecord
 from voxwire_client.messages import SegmentData
 
