@@ -9,9 +9,12 @@ answers the same queries:
 - ``phrase``: a quoted 2-3 word run taken from a random indexed segment;
 - ``fuzzy``: one word of a random segment with a letter changed, fuzzy on;
 - ``window``: a word of a random segment, limited to the first 60 s of audio;
+- ``across``: a quoted phrase from the last words of a segment into the first
+  words of the next, found only through the windows of committed text.
 
-Figures: segments indexed per second, query p50/p95 in ms (one query at a
-time), and, as the baseline measured in the same run, the same phrase queries
+Figures: segments, then their windows (:mod:`voxwire.windows`), indexed per
+second, query p50/p95 in ms (one query at a time), and, as the baseline measured
+in the same run, the same phrase queries
 as a SQLite ``LIKE`` scan of the normalised text (what search costs without a
 full-text index). Then the cost of prompt matching per committed final: a
 session with 100 standing prompts, finals of 8-16 words.
@@ -40,6 +43,7 @@ from voxwire.search import SearchIndex, SearchQuery
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire.search.sqlite_fts import SqliteSearchIndex
 from voxwire.standing_prompts import StandingPrompts
+from voxwire.windows import windows_of
 from voxwire_client.messages import SegmentData
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval" / "manifest.jsonl"
@@ -97,8 +101,15 @@ def queries(sessions: list[tuple[str, list[SegmentData]]], rng: random.Random) -
     def window() -> SearchQuery:
         return SearchQuery(q=rng.choice(random_words()), start_ms=0, end_ms=60_000)
 
+    def across() -> SearchQuery:
+        _, segments = rng.choice(sessions)
+        i = rng.randrange(len(segments) - 1)
+        words = segments[i].text.split()[-2:] + segments[i + 1].text.split()[:1]
+        return SearchQuery(q='"' + " ".join(words) + '"')
+
     return {kind: [make() for _ in range(QUERIES)] for kind, make in
-            (("phrase", phrase), ("fuzzy", fuzzy), ("window", window))}  # fmt: skip
+            (("phrase", phrase), ("fuzzy", fuzzy), ("window", window),
+             ("across", across))}  # fmt: skip
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -125,7 +136,13 @@ async def bench_backend(
         await index.index_segments(TENANT, sid, segments, NOW, "en")
     await index.refresh()
     rate = count / (time.perf_counter() - started)
-    row: dict[str, float] = {"segments_per_s": rate}
+    windows = [(sid, windows_of(segments, sid)) for sid, segments in sessions]
+    started = time.perf_counter()
+    for sid, found in windows:
+        await index.index_windows(TENANT, sid, found, NOW, "en")
+    await index.refresh()
+    window_rate = sum(len(w) for _, w in windows) / (time.perf_counter() - started)
+    row: dict[str, float] = {"segments_per_s": rate, "windows_per_s": window_rate}
     for kind, batch in asked.items():
         found = 0
 
@@ -138,7 +155,8 @@ async def bench_backend(
         found = 0
         p50, p95 = percentiles(await timed([lambda q=q: one(q) for q in batch]))
         row |= {f"{kind}_p50_ms": p50, f"{kind}_p95_ms": p95, f"{kind}_found": found / len(batch)}
-    print(f"  {name}: indexed {count} segments at {rate:,.0f}/s", flush=True)
+    print(f"  {name}: indexed {count} segments at {rate:,.0f}/s, their windows at "
+          f"{window_rate:,.0f}/s", flush=True)  # fmt: skip
     return row
 
 
@@ -213,8 +231,9 @@ async def main() -> None:
     matching = match_cost(rng, sessions)
 
     print(f"\n{args.segments} segments, {QUERIES} queries of each kind, one at a time\n")
-    print(f"{'backend':<11} {'index/s':>9}  {'phrase p50/p95':>15}  {'fuzzy p50/p95':>15}  "
-          f"{'window p50/p95':>15}  found (phrase/fuzzy/window)")  # fmt: skip
+    kinds = ("phrase", "fuzzy", "window", "across")
+    print(f"{'backend':<11} {'index/s':>9}  " + "  ".join(f"{k + ' p50/p95':>15}" for k in kinds)
+          + "  found (" + "/".join(kinds) + ")")  # fmt: skip
     for name, row in results.items():
 
         def pair(kind: str, r: dict[str, float] = row) -> str:
@@ -223,9 +242,9 @@ async def main() -> None:
             return f"{r[f'{kind}_p50_ms']:>6.1f} / {r[f'{kind}_p95_ms']:>6.1f}"
 
         rate = f"{row['segments_per_s']:>9,.0f}" if "segments_per_s" in row else f"{'-':>9}"
-        found = "/".join(f"{row.get(f'{k}_found', 0):.2f}" for k in ("phrase", "fuzzy", "window"))
-        print(f"{name:<11} {rate}  {pair('phrase')}  {pair('fuzzy')}  {pair('window')}  "
-              f"{found if 'segments_per_s' in row else ''}")  # fmt: skip
+        found = "/".join(f"{row.get(f'{k}_found', 0):.2f}" for k in kinds)
+        print(f"{name:<11} {rate}  " + "  ".join(pair(k) for k in kinds)
+              + f"  {found if 'segments_per_s' in row else ''}")  # fmt: skip
     base = results["like-scan"]["phrase_p50_ms"]
     for name, row in results.items():
         if name != "like-scan":

@@ -1,5 +1,6 @@
 """The file worker: consumes jobs from the bus, runs them on engine instances,
-produces their messages to the results topic (key = sid).
+produces their messages to the results topic (key = sid), and the windows
+of committed text each final changes to the windows topic (:mod:`voxwire.windows`).
 
 N engine instances (each loaded once) run jobs concurrently, one job each;
 the worker takes a new job only when an instance is free, so at most N jobs
@@ -23,9 +24,10 @@ from voxwire.blobs import BlobStore
 from voxwire.bus import JOBS_TOPIC, RESULTS_TOPIC, Bus, Record, Subscription
 from voxwire.errors import BusError, VoxwireError
 from voxwire.jobs import FileJob
+from voxwire.windows import WINDOWS_TOPIC, windows_after
 from voxwire.workers.engine import Audio, Engine, EngineOptions
 from voxwire.workers.pipeline import error_message, run_file_job
-from voxwire_client.messages import Message, encode_message
+from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode_message
 
 log = logging.getLogger(__name__)
 
@@ -106,16 +108,22 @@ class FileWorker:
         loop = asyncio.get_running_loop()
 
         producing: list[Future[None]] = []
+        finals: list[SegmentData] = []
+
+        def send(topic: str, key: str, value: bytes) -> None:
+            producing.append(
+                asyncio.run_coroutine_threadsafe(self._bus.produce(topic, key, value), loop)
+            )
 
         def emit(message: Message) -> None:
             # Called from whisper.cpp's segment callback: hand the message to the
             # loop and return at once (the engine must not wait on the bus). The
             # loop runs the produce calls in the order they were handed over.
-            producing.append(
-                asyncio.run_coroutine_threadsafe(
-                    self._bus.produce(RESULTS_TOPIC, message.sid, encode_message(message)), loop
-                )
-            )
+            send(RESULTS_TOPIC, message.sid, encode_message(message))
+            if isinstance(message, SegmentMessage) and message.type == "final":
+                finals.append(message.segment)
+                for window in windows_after(finals, message.sid):
+                    send(WINDOWS_TOPIC, message.sid, window.encode())
 
         options = replace(self._options, language=job.language)
         try:

@@ -49,6 +49,7 @@ from pydantic import ValidationError
 from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription, commit_or_warn
 from voxwire.errors import AudioError, BusError, VoxwireError
 from voxwire.tasks import first_failure
+from voxwire.windows import WINDOWS_TOPIC, windows_after
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.stream_checkpoints import (
     CheckpointError,
@@ -59,7 +60,7 @@ from voxwire.workers.stream_checkpoints import (
 from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession
 from voxwire.workers.vad import SileroVad, Vad
 from voxwire_client.api import PromptChange, StreamRequest
-from voxwire_client.messages import Message, encode_message
+from voxwire_client.messages import Message, SegmentMessage, encode_message
 from voxwire_client.topics import parse_audio_topic
 
 log = logging.getLogger(__name__)
@@ -237,7 +238,7 @@ class StreamWorker:
         session = self._open(start, config, checkpoint.start, checkpoint.resume, partition)
         self._settled[sid] = checkpoint.resume.chunk
         if checkpoint.last is not None:  # the crash may have come before it reached the bus
-            await self._bus.produce(RESULTS_TOPIC, sid, encode_message(checkpoint.last))
+            await self._send(checkpoint)
         if checkpoint.resume.finished:
             self._ending.add(sid)
         log.info(
@@ -325,7 +326,16 @@ class StreamWorker:
         sid = checkpoint.last.sid
         await self._checkpoints.save(sid, checkpoint)
         self._settled[sid] = checkpoint.resume.chunk
-        await self._bus.produce(RESULTS_TOPIC, sid, encode_message(checkpoint.last))
+        await self._send(checkpoint)
+
+    async def _send(self, checkpoint: StreamCheckpoint) -> None:
+        """The checkpoint's message to the results, and after a final the windows it changed."""
+        last = checkpoint.last
+        assert last is not None
+        await self._bus.produce(RESULTS_TOPIC, last.sid, encode_message(last))
+        if isinstance(last, SegmentMessage) and last.type == "final":
+            for window in windows_after(checkpoint.resume.finals, last.sid):
+                await self._bus.produce(WINDOWS_TOPIC, last.sid, window.encode())
 
     async def _engine_loop(self, subscription: Subscription) -> None:
         loop = asyncio.get_running_loop()

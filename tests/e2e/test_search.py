@@ -1,5 +1,6 @@
 """Search over HTTP and the SDK, in both modes: transcripts of uploaded eval files
-are found by their words (also misrecognised ones), only by their own tenant."""
+are found by their words (also misrecognised ones, and words said across
+segments), only by their own tenant."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.timeout(300)
 
 JFK = EVAL_DIR / "audio" / "whisper_jfk.flac"
 THOUGHTS = EVAL_DIR / "audio" / "mfa_thoughts.flac"
+CORPUS = EVAL_DIR / "audio" / "mfa_acoustic_corpus.wav"
 
 
 def _until_found(client: Client, q: str, **filters: object) -> SearchPage:
@@ -58,6 +60,28 @@ def test_a_transcript_is_found_by_its_words(
         assert "<em>a thousand</em>" in thousand.highlight.lower()
         # a window of the audio where the words were not said
         assert not client.search("fellow americans", sids=[hit.sid], start_ms=hit.end_ms).hits
+
+
+def test_words_said_across_two_segments_are_found_through_the_windows(
+    platform: PlatformThread,
+) -> None:
+    """The worker sends windows of committed text; the indexer indexes them;
+    a phrase from the end of one segment into the next is one hit over both."""
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        transcript = client.transcribe(CORPUS)
+        spoken = [s for s in transcript.segments if len(s.text.split()) >= 2]
+        assert len(spoken) >= 2, transcript.segments
+        before, after = spoken[0], spoken[1]
+        assert after.index == before.index + 1
+        phrase = f'"{before.text.split()[-1]} {after.text.split()[0]}"'
+        deadline = time.monotonic() + 60
+        while True:
+            page = client.search(phrase, sids=[transcript.sid], size=100)
+            spans = [h.segment_ids for h in page.hits]
+            if (before.id, after.id) in spans or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert (before.id, after.id) in spans, (phrase, page.hits)
 
 
 def test_another_tenant_finds_nothing(

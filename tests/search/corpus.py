@@ -4,8 +4,8 @@ Each reference transcript (duplicates counted once) becomes one session whose
 segments are runs of at most ``WORDS_PER_SEGMENT`` words, timed in proportion
 to their word positions over the recording's duration. ``queries.json`` lists
 queries and the (eval id, segment index) pairs that must answer them, among
-them digits for spoken numbers, a misrecognised word (fuzzy) and phrases
-absent from every recording.
+them digits for spoken numbers, a misrecognised word (fuzzy), a phrase said
+across two segments and phrases absent from every recording.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ class Session:
 class LabelledQuery:
     q: str
     fuzzy: bool
-    expect: list[tuple[str, int]]
-    """(eval id, segment index) pairs; empty: the phrase was never said."""
+    expect: list[tuple[str, int, int]]
+    """(eval id, first segment index, last segment index) of each hit; empty:
+    the words were never said together."""
 
 
 def sessions() -> list[Session]:
@@ -65,7 +66,12 @@ def sessions() -> list[Session]:
 
 
 def labelled_queries() -> list[LabelledQuery]:
+    def span(entry: list[object]) -> tuple[str, int, int]:
+        eval_id, first, *last = entry
+        assert isinstance(eval_id, str) and isinstance(first, int)
+        return eval_id, first, int(last[0]) if last else first  # type: ignore[call-overload]
+
     return [
-        LabelledQuery(q["q"], q.get("fuzzy", False), [tuple(e) for e in q["expect"]])  # type: ignore[misc]
+        LabelledQuery(q["q"], q.get("fuzzy", False), [span(e) for e in q["expect"]])
         for q in json.loads(QUERIES.read_text())["queries"]
     ]

@@ -13,7 +13,7 @@ import pytest
 
 from tests.store import opensearch_url, require
 from voxwire.search import SearchIndexError, SearchQuery
-from voxwire.search.opensearch import OpenSearchIndex
+from voxwire.search.opensearch import VERSION, OpenSearchIndex
 from voxwire_client.messages import SegmentData
 
 pytestmark = pytest.mark.timeout(60)
@@ -46,7 +46,7 @@ async def index() -> AsyncIterator[OpenSearchIndex]:
 async def test_ensure_index_creates_the_versioned_index_behind_its_alias(
     index: OpenSearchIndex,
 ) -> None:
-    assert index.index.endswith("-transcripts-v2")
+    assert index.index.endswith(f"-transcripts-v{VERSION}")
     assert not await index.ensure_index()
     assert not any(await asyncio.gather(*(index.ensure_index() for _ in range(3))))
     client = index._client
@@ -105,7 +105,7 @@ async def test_a_rebuild_moves_the_alias_in_one_step_and_deletes_the_old_index(
         page = await index.search("acme", SearchQuery(q="words"))
         assert [h.sid for h in page.hits] == ["s1"]  # searches use the old index meanwhile
     (behind,) = client.indices.get_alias(name=index.alias)
-    assert behind != old and behind.startswith(f"{index.alias}-v2-")
+    assert behind != old and behind.startswith(f"{index.alias}-v{VERSION}-")
     assert not client.indices.exists(index=old)
     page = await index.search("acme", SearchQuery(q="words"))
     assert [h.sid for h in page.hits] == ["s2"]

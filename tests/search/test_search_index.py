@@ -20,6 +20,7 @@ from voxwire.search.query import SearchHit, parse_query
 from voxwire.search.reindex import reindex
 from voxwire.search.sqlite_fts import SqliteSearchIndex
 from voxwire.store import SessionRecord, SqliteStore
+from voxwire.windows import windows_of
 from voxwire_client.messages import SegmentData, SegmentMessage, SessionStatus
 
 pytestmark = pytest.mark.timeout(120)
@@ -77,7 +78,13 @@ async def _fill_meetings(index: SearchIndex) -> None:
 async def _fill_eval(index: SearchIndex) -> None:
     for session in sessions():
         await index.index_segments("eval", session.sid, session.segments, session.created_at)
+        windows = windows_of(session.segments, session.sid)
+        await index.index_windows("eval", session.sid, windows, session.created_at)
     await index.refresh()
+
+
+def _span(hit: SearchHit) -> tuple[str, int, int]:
+    return hit.sid, hit.index, hit.index + len(hit.segment_ids) - 1
 
 
 async def _hits(index: SearchIndex, tenant: str, q: str, **filters: object) -> list[SearchHit]:
@@ -101,7 +108,7 @@ async def test_every_labelled_span_is_in_the_top_3_and_absent_phrases_find_nothi
     by_sid = {s.sid: s.eval_id for s in sessions()}
     for labelled in labelled_queries():
         hits = await _hits(index, "eval", labelled.q, fuzzy=labelled.fuzzy, size=3)
-        found = [(by_sid[h.sid], h.index) for h in hits]
+        found = [(by_sid[h.sid], h.index, h.index + len(h.segment_ids) - 1) for h in hits]
         if not labelled.expect:
             assert found == [], labelled.q
         for expected in labelled.expect:
@@ -115,7 +122,7 @@ async def test_both_backends_find_the_same_segments(tmp_path: Path) -> None:
             await _fill_eval(index)
         for labelled in labelled_queries():
             found = [
-                {(h.sid, h.index) for h in await _hits(i, "eval", labelled.q, fuzzy=labelled.fuzzy)}
+                {_span(h) for h in await _hits(i, "eval", labelled.q, fuzzy=labelled.fuzzy)}
                 for i in indexes
             ]
             assert found[0] == found[1], labelled.q
@@ -223,6 +230,73 @@ async def test_indexing_a_segment_again_replaces_it(meetings: SearchIndex) -> No
     (hit,) = await _hits(meetings, "acme", "sales")
     assert (hit.index, hit.start_ms) == (1, 4000)
     assert len(await _hits(meetings, "acme", "the", sids=["s-acme"], size=100)) == 4
+
+
+# -- words said across segments (windows) ---------------------------------------------------------
+
+SPLIT = ["and so my fellow americans ask not", "what your country can do for you", "it was",
+         "twenty", "five percent of the vote"]  # fmt: skip
+
+
+async def _fill_split(index: SearchIndex, tenant: str = "acme", *, windows: bool = True) -> None:
+    segments = [_seg("s-split", i, t) for i, t in enumerate(SPLIT)]
+    await index.index_segments(tenant, "s-split", segments, NOW, "en")
+    if windows:
+        await index.index_windows(tenant, "s-split", windows_of(segments, "s-split"), NOW)
+    await index.refresh()
+
+
+async def test_a_phrase_said_across_two_segments_is_one_hit_over_both(index: SearchIndex) -> None:
+    await _fill_split(index)
+    (hit,) = await _hits(index, "acme", '"ask not what your country"')
+    assert hit.segment_ids == ("s-split-0", "s-split-1")
+    assert (hit.segment_id, hit.index, hit.start_ms, hit.end_ms) == ("s-split-0", 0, 0, 7500)
+    assert hit.text == f"{SPLIT[0]} {SPLIT[1]}"
+    assert "<em>ask</em> <em>not</em> <em>what</em> <em>your</em> <em>country</em>" in (
+        hit.highlight
+    )
+    # a number said across the boundary is one number
+    (hit,) = await _hits(index, "acme", "25%")
+    assert hit.segment_ids == ("s-split-3", "s-split-4")
+    # the words of a query may also fall in neighbouring segments
+    (hit,) = await _hits(index, "acme", "americans country")
+    assert hit.segment_ids == ("s-split-0", "s-split-1")
+
+
+async def test_what_one_segment_answers_is_not_reported_again_from_a_window(
+    index: SearchIndex,
+) -> None:
+    await _fill_split(index)
+    hits = await _hits(index, "acme", '"country can do"', size=100)
+    assert [h.segment_ids for h in hits] == [("s-split-1",)]
+    hits = await _hits(index, "acme", '"can do"', fuzzy=True, size=100)
+    assert [h.segment_ids for h in hits] == [("s-split-1",)]
+
+
+async def test_words_across_segments_need_the_windows_indexed(index: SearchIndex) -> None:
+    await _fill_split(index, windows=False)
+    assert await _hits(index, "acme", '"ask not what your country"') == []
+
+
+async def test_spanning_hits_keep_to_the_filters_and_the_tenant(index: SearchIndex) -> None:
+    await _fill_split(index)
+    q = '"ask not what your country"'
+    assert len(await _hits(index, "acme", q, start_ms=7000)) == 1
+    assert await _hits(index, "acme", q, start_ms=7500) == []
+    assert await _hits(index, "acme", q, end_ms=1) != []
+    assert await _hits(index, "acme", q, sids=["other"]) == []
+    assert await _hits(index, "globex", q) == []
+
+
+async def test_a_window_sent_again_replaces_its_earlier_version(index: SearchIndex) -> None:
+    segments = [_seg("s-split", i, t) for i, t in enumerate(SPLIT[:2])]
+    await index.index_segments("acme", "s-split", segments, NOW)
+    first = windows_of([segments[0], _seg("s-split", 1, "whatever comes")], "s-split")
+    await index.index_windows("acme", "s-split", first, NOW)
+    await index.index_windows("acme", "s-split", windows_of(segments, "s-split"), NOW)
+    await index.refresh()
+    assert await _hits(index, "acme", '"not whatever"') == []
+    assert len(await _hits(index, "acme", '"not what your"')) == 1
 
 
 # -- rebuilding ----------------------------------------------------------------------------------

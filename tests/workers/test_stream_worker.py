@@ -13,11 +13,12 @@ from tests.workers.test_stream_pipeline import CHUNK_MS, EnergyVad, ScriptedEngi
 from voxwire.bridge.ingest import envelope
 from voxwire.bus import RESULTS_TOPIC, MemoryBus, Record, Subscription
 from voxwire.errors import BusError
+from voxwire.windows import WINDOWS_TOPIC, TextWindow, windows_of
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream_checkpoints import MemoryCheckpoints
 from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart, StreamWorker
 from voxwire_client.api import StreamRequest
-from voxwire_client.messages import Message, SegmentMessage, parse_message
+from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage, parse_message
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -168,3 +169,33 @@ async def test_a_device_changes_prompts_on_the_control_topic() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_each_final_sends_the_windows_it_changed() -> None:
+    bus, out = OwnedBus(), []
+    worker = StreamWorker(bus, ScriptedEngine(), EngineOptions(), vad_factory=EnergyVad)
+    windows = bus.subscribe(WINDOWS_TOPIC, "test")
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await _until(lambda: bus.audio is not None)
+    start = StreamStart("win1", "t1", StreamRequest())
+    await bus.produce(AUDIO_TOPIC, "win1", envelope("stream/win1/start", start.encode(), "gateway"))
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    for n, i in enumerate(range(0, len(data), size)):
+        await bus.produce(
+            AUDIO_TOPIC, "win1", envelope(f"audio/win1/chunk/{n}", data[i : i + size])
+        )
+    await bus.produce(AUDIO_TOPIC, "win1", envelope("audio/win1/control", b'{"type": "end"}'))
+    await _until(lambda: any(isinstance(m, TranscriptMessage) for m in out))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    (transcript,) = [m for m in out if isinstance(m, TranscriptMessage)]
+    expected = windows_of(transcript.segments, "win1")
+    assert len(transcript.segments) >= 2 and expected
+    latest = {}
+    for record in await windows.next_batch(1000):
+        window = TextWindow.model_validate_json(record.value)
+        assert record.key == "win1"
+        latest[window.index] = window
+    assert list(latest.values()) == expected

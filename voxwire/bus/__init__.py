@@ -5,6 +5,7 @@ bus of distributed mode. Topics are named as in Kafka::
 
     transcription.jobs     key = sid, a FileJob (JSON)
     transcription.results  key = sid, a wire message (JSON)
+    transcription.windows  key = sid, a window of committed text (voxwire.windows)
 """
 
 from voxwire.bus.base import (

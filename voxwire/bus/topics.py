@@ -5,7 +5,7 @@ topic                        partitions  retention  cleanup    note
 ===========================  ==========  =========  =========  ==============================
 ``transcription.jobs``       12          7 d        delete     key = sid, a FileJob
 ``transcription.results``    12          7 d        delete     key = sid, wire messages
-``transcription.windows``    12          1 d        delete     key = sid, streaming windows
+``transcription.windows``    12          1 d        delete     key = sid, windows of text
 ``prompt.queries``           6           1 d        delete     key = query id
 ``transcription.audio``      12          1 d        delete     key = sid, max 1 MiB a record
 ===========================  ==========  =========  =========  ==============================
@@ -14,11 +14,12 @@ Every record of these topics is keyed by its session (or query), so a session
 stays on one partition and in order; partitions bound how many consumers of a
 group can share a topic, 12 leaves room to scale workers and bridges out.
 
-``transcription.windows`` uses ``delete``, not ``compact``: compaction keeps
-only the newest record of each key, and a session produces a stream of windows
-under one key (its sid), all of which must be transcribed; compaction would
-silently drop every window but the last for a consumer that lags behind.
-Windows and audio are only useful while a stream is live, hence one day.
+``transcription.windows`` (:mod:`voxwire.windows`) uses ``delete``, not
+``compact``: compaction keeps only the newest record of each key, and a
+session sends many windows under one key (its sid), each of which must be
+indexed; compaction would silently drop every window but the last for a
+consumer that lags behind. Windows are indexed within seconds and audio is
+only useful while a stream is live, hence one day.
 
 Replication factor 1 suits one broker; set 3 (and ``min.insync.replicas`` 2
 through ``config``) on a real cluster. Every field can be overridden

@@ -12,6 +12,9 @@ ranking functions differ in detail:
 The implementation modules are imported by whoever chooses one, so this
 package needs none of their client libraries.
 
+Both keep the windows of committed text (:mod:`voxwire.windows`) beside the
+segments, to find what was said across segments (:mod:`voxwire.search.spans`).
+
 Every search is scoped to one tenant: a tenant never sees another's sessions.
 """
 
@@ -23,6 +26,7 @@ from typing import Protocol
 
 from voxwire.errors import VoxwireError
 from voxwire.search.query import SearchHit, SearchPage, SearchQuery, SearchQueryError
+from voxwire.windows import TextWindow
 from voxwire_client.messages import SegmentData
 
 
@@ -44,6 +48,17 @@ class SegmentIndex(Protocol):
         language: str | None = None,
     ) -> None:
         """Add or replace (by ``segment.index``) final segments of one session."""
+        ...
+
+    async def index_windows(
+        self,
+        tenant_id: str,
+        sid: str,
+        windows: Sequence[TextWindow],
+        created_at: datetime,
+        language: str | None = None,
+    ) -> None:
+        """Add or replace (by ``window.index``) windows of committed text of one session."""
         ...
 
 

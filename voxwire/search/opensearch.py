@@ -1,8 +1,8 @@
 """Transcript search on OpenSearch (or Elasticsearch: common DSL only).
 
 One document per session, id ``<tenant_id>:<sid>``, in the index
-``voxwire-transcripts-v2`` behind the alias ``voxwire-transcripts`` (a new
-mapping goes to ``-v3``, is filled by ``voxwire search reindex``, and the alias
+``voxwire-transcripts-v3`` behind the alias ``voxwire-transcripts`` (a new
+mapping goes to ``-v4``, is filled by ``voxwire search reindex``, and the alias
 is swapped)::
 
     sid, tenant_id, language   keyword
@@ -10,6 +10,8 @@ is swapped)::
     text                       the segments' text in index order
     segments                   nested: segment_id, index, start_ms, end_ms,
                                text, norm
+    windows                    nested: index, start_ms, end_ms, norm, and the
+                               window's segments (kept, not indexed)
 
 Searches run on ``segments.norm``: the segment's words as
 :func:`voxwire.matching.normalize` writes them (numbers as digits, accents and
@@ -20,10 +22,13 @@ tokenizer, possessive stemmer, lowercase, asciifolding, English stop words,
 English stemmer; ``.exact`` without stop words and stemming) for ad-hoc use
 in OpenSearch Dashboards.
 
-Segments arrive one at a time, possibly redelivered or out of order: a scripted
-upsert (Painless, run atomically on the shard, retried on version conflicts)
-replaces the segment with the same index or inserts it in order, and is a no-op
-when nothing changed. Searches filter on ``tenant_id`` before anything else.
+Windows (:mod:`voxwire.windows`) are searched the same way, for what is said
+across segments (:mod:`voxwire.search.spans`).
+
+Segments and windows arrive a few at a time, possibly redelivered or out of
+order: a scripted upsert (Painless, run atomically on the shard, retried on
+version conflicts) replaces the item with the same index or inserts it in
+order, and is a no-op when nothing changed. Searches filter on ``tenant_id`` before anything else.
 
 opensearch-py's async client needs aiohttp; the sync client is used instead,
 each call in a worker thread (the client is thread-safe, with a pool of HTTP
@@ -42,6 +47,7 @@ from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import OpenSearchException, RequestError
+from pydantic import TypeAdapter
 
 from voxwire.matching import normalize
 from voxwire.search import SearchIndexError
@@ -53,15 +59,17 @@ from voxwire.search.query import (
     SearchPage,
     SearchQuery,
     fuzzy_distance,
-    highlight,
     parse_query,
 )
+from voxwire.search.spans import page_of, spans_possible, window_hits
+from voxwire.windows import TextWindow
 from voxwire_client.messages import SegmentData
 
 ALIAS = "voxwire-transcripts"
-VERSION = 2
+VERSION = 3
 
 _T = TypeVar("_T")
+_SEGMENTS = TypeAdapter(tuple[SegmentData, ...])
 log = logging.getLogger(__name__)
 
 _TEXT_ANALYSIS: dict[str, Any] = {
@@ -122,15 +130,26 @@ MAPPINGS: dict[str, Any] = {
                 "norm": {"type": "text", "analyzer": "vx_norm"},
             },
         },
+        "windows": {
+            "type": "nested",
+            "properties": {
+                "index": {"type": "integer"},
+                "start_ms": {"type": "long"},
+                "end_ms": {"type": "long"},
+                "norm": {"type": "text", "analyzer": "vx_norm"},
+                "segments": {"type": "object", "enabled": False},
+            },
+        },
     },
 }
 
-# params.segments: new segments; params.language: a language or null.
-_UPSERT_SEGMENTS = """
-if (ctx._source.segments == null) { ctx._source.segments = new ArrayList(); }
-List segs = ctx._source.segments;
+# params.field: segments or windows; params.items: new ones; params.language:
+# a language or null.
+_UPSERT_ITEMS = """
+if (ctx._source[params.field] == null) { ctx._source[params.field] = new ArrayList(); }
+List segs = ctx._source[params.field];
 boolean changed = ctx.op == 'create';
-for (def seg : params.segments) {
+for (def seg : params.items) {
   int found = -1;
   for (int i = 0; i < segs.size(); ++i) {
     if (segs[i].index == seg.index) { found = i; break; }
@@ -143,9 +162,11 @@ if (params.language != null && params.language != ctx._source.language) {
 }
 if (!changed) { ctx.op = 'noop'; return; }
 segs.sort((a, b) -> Integer.compare((int) a.index, (int) b.index));
-List texts = new ArrayList();
-for (def seg : segs) { texts.add(seg.text); }
-ctx._source.text = String.join(' ', texts);
+if (params.field == 'segments') {
+  List texts = new ArrayList();
+  for (def seg : segs) { texts.add(seg.text); }
+  ctx._source.text = String.join(' ', texts);
+}
 """
 
 
@@ -291,19 +312,44 @@ class OpenSearchIndex:
         """Add or replace several segments of one session in one update."""
         if not segments:
             return
-        params = {
-            "segments": [_segment_doc(s) for s in segments],
-            "language": language or segments[-1].language,
-        }
+        items = [_segment_doc(s) for s in segments]
+        language = language or segments[-1].language
+        await self._upsert(tenant_id, sid, "segments", items, created_at, language)
+
+    async def index_windows(
+        self,
+        tenant_id: str,
+        sid: str,
+        windows: Sequence[TextWindow],
+        created_at: datetime,
+        language: str | None = None,
+    ) -> None:
+        """Add or replace several windows of one session in one update."""
+        if not windows:
+            return
+        items = [_window_doc(w) for w in windows]
+        await self._upsert(tenant_id, sid, "windows", items, created_at, language)
+
+    async def _upsert(
+        self,
+        tenant_id: str,
+        sid: str,
+        field: str,
+        items: list[dict[str, Any]],
+        created_at: datetime,
+        language: str | None,
+    ) -> None:
+        params = {"field": field, "items": items, "language": language}
         body = {
             "scripted_upsert": True,
-            "script": {"lang": "painless", "source": _UPSERT_SEGMENTS, "params": params},
+            "script": {"lang": "painless", "source": _UPSERT_ITEMS, "params": params},
             "upsert": {
                 "sid": sid,
                 "tenant_id": tenant_id,
                 "language": None,
                 "created_at": created_at.isoformat(),
                 "segments": [],
+                "windows": [],
                 "text": "",
             },
         }
@@ -327,20 +373,26 @@ class OpenSearchIndex:
     async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:
         """One page of ``tenant_id``'s segments that answer ``query``, best first."""
         parsed = parse_query(query.q)
-        window = query.offset + query.size + 1  # one more: is there a next page?
+        limit = query.offset + query.size + 1  # one more: is there a next page?
         result = await self._call(
             self._client.search,
             index=self.alias,
-            body=_search_body(tenant_id, query, parsed, window),
+            body=_search_body(tenant_id, query, parsed, limit, "segments"),
         )
-        hits = [h for doc in result["hits"]["hits"] for h in _segment_hits(doc)]
-        hits.sort(key=lambda h: (-h.score, h.sid, h.index))
-        page = [
-            h.model_copy(update={"highlight": highlight(h.text, parsed, fuzzy=query.fuzzy)})
-            for h in hits[query.offset : query.offset + query.size]
-        ]
-        more = len(hits) > query.offset + query.size
-        return SearchPage(hits=tuple(page), offset=query.offset, size=query.size, more=more)
+        segment_hits = [h for doc in result["hits"]["hits"] for h in _segment_hits(doc)]
+        spanning: list[SearchHit] = []
+        if spans_possible(parsed):
+            result = await self._call(
+                self._client.search,
+                index=self.alias,
+                body=_search_body(tenant_id, query, parsed, limit, "windows"),
+            )
+            for doc in result["hits"]["hits"]:
+                sid = str(doc["_source"]["sid"])
+                for inner in doc["inner_hits"]["windows"]["hits"]["hits"]:
+                    found = _SEGMENTS.validate_python(inner["_source"]["segments"])
+                    spanning += window_hits(sid, found, float(inner["_score"]), parsed, query)
+        return page_of(segment_hits, spanning, query, parsed)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)
@@ -357,11 +409,22 @@ def _segment_doc(segment: SegmentData) -> dict[str, Any]:
     }
 
 
+def _window_doc(window: TextWindow) -> dict[str, Any]:
+    return {
+        "index": window.index,
+        "start_ms": window.start_ms,
+        "end_ms": window.end_ms,
+        "norm": " ".join(t.text for t in normalize(window.text)),
+        "segments": _SEGMENTS.dump_python(window.segments, mode="json"),
+    }
+
+
 def _search_body(
-    tenant_id: str, query: SearchQuery, parsed: ParsedQuery, window: int
+    tenant_id: str, query: SearchQuery, parsed: ParsedQuery, limit: int, path: str
 ) -> dict[str, Any]:
-    """Sessions of the tenant with the filters on the document, and the segments
-    that answer the query (with the time window) as nested inner hits."""
+    """Sessions of the tenant with the filters on the document, and the nested
+    items at ``path`` (segments or windows) that answer the query (with the
+    time window) as inner hits."""
     filters: list[dict[str, Any]] = [{"term": {"tenant_id": tenant_id}}]
     if query.sids is not None:
         filters.append({"terms": {"sid": list(query.sids)}})
@@ -377,22 +440,23 @@ def _search_body(
     must: list[dict[str, Any]] = []
     for word in parsed.words:
         fuzziness = fuzzy_distance(word) if query.fuzzy else 0
-        must.append({"match": {"segments.norm": {"query": word, "fuzziness": fuzziness}}})
+        must.append({"match": {f"{path}.norm": {"query": word, "fuzziness": fuzziness}}})
     for phrase in parsed.phrases:
-        must.append({"match_phrase": {"segments.norm": " ".join(phrase)}})
+        must.append({"match_phrase": {f"{path}.norm": " ".join(phrase)}})
     timing: list[dict[str, Any]] = []
     if query.start_ms is not None:
-        timing.append({"range": {"segments.end_ms": {"gt": query.start_ms}}})
+        timing.append({"range": {f"{path}.end_ms": {"gt": query.start_ms}}})
     if query.end_ms is not None:
-        timing.append({"range": {"segments.start_ms": {"lt": query.end_ms}}})
+        timing.append({"range": {f"{path}.start_ms": {"lt": query.end_ms}}})
+    fields = _HIT_FIELDS if path == "segments" else ["windows.segments"]
     nested = {
-        "path": "segments",
+        "path": path,
         "score_mode": "max",
         "query": {"bool": {"must": must, "filter": timing}},
-        "inner_hits": {"size": window, "_source": _HIT_FIELDS},
+        "inner_hits": {"size": limit, "_source": fields},
     }
     return {
-        "size": window,
+        "size": limit,
         "_source": ["sid"],
         "query": {"bool": {"filter": filters, "must": [{"nested": nested}]}},
     }

@@ -22,6 +22,7 @@ created, and its language. Hits come best first (BM25); ``offset`` and
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass
@@ -100,8 +101,10 @@ def fuzzy_distance(word: str) -> int:
     return 0 if len(word) <= 2 else 1 if len(word) <= 5 else 2
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    """The Porter stem of a normalised word, as both backends index it."""
+    """The Porter stem of a normalised word, as both backends index it (cached:
+    the stemmer is pure Python, and the same words come back all the time)."""
     return str(_PORTER.stemWord(word))
 
 
@@ -113,7 +116,7 @@ def highlight(text: str, parsed: ParsedQuery, *, fuzzy: bool = False) -> str:
     out: list[str] = []
     pos = 0
     for token in normalize(text):
-        if _answers(stem(token.text), wanted, fuzzy):
+        if answers(stem(token.text), wanted, fuzzy):
             out.append(html.escape(text[pos : token.start]))
             out.append(f"<em>{html.escape(text[token.start : token.end])}</em>")
             pos = token.end
@@ -121,7 +124,9 @@ def highlight(text: str, parsed: ParsedQuery, *, fuzzy: bool = False) -> str:
     return "".join(out)
 
 
-def _answers(word: str, wanted: set[str], fuzzy: bool) -> bool:
+def answers(word: str, wanted: set[str], fuzzy: bool) -> bool:
+    """Whether the stem ``word`` is one of the ``wanted`` stems or, when
+    ``fuzzy``, within the fuzzy distance of one."""
     if word in wanted:
         return True
     return fuzzy and any(
@@ -139,6 +144,7 @@ __all__ = [
     "SearchPage",
     "SearchQuery",
     "SearchQueryError",
+    "answers",
     "fuzzy_distance",
     "highlight",
     "parse_query",

@@ -1,5 +1,8 @@
 """Rebuild a search index from the store: ``voxwire search reindex``.
 
+Segments come from the stored transcripts, and their windows
+(:func:`voxwire.windows.windows_of`) are computed from them.
+
 Needed after a mapping change (a new ``VERSION`` of the OpenSearch mapping), to
 recover a lost or damaged index, or to index sessions transcribed while
 indexing was off. The rebuild fills a new index while searches keep using the
@@ -17,6 +20,7 @@ from typing import Protocol
 
 from voxwire.search import SegmentIndex
 from voxwire.store import SessionRecord
+from voxwire.windows import windows_of
 from voxwire_client.messages import SegmentData
 
 PAGE = 200
@@ -71,6 +75,13 @@ async def _index_all(
             found = await store.segments(session.sid)
             await index.index_segments(
                 session.tenant_id, session.sid, found, session.created_at, session.language
+            )
+            await index.index_windows(
+                session.tenant_id,
+                session.sid,
+                windows_of(found, session.sid),
+                session.created_at,
+                session.language,
             )
             sessions += 1
             segments += len(found)

@@ -9,6 +9,8 @@ transcripts::
     segments_fts  FTS5 over segments.norm (external content, kept in step by
                   triggers), tokenizer ``porter unicode61 remove_diacritics 2``
     segments_vocab  fts5vocab of its terms, for fuzzy searches
+    windows       tenant_id, sid, idx, start_ms, end_ms, segments (JSON), norm
+    windows_fts   FTS5 over windows.norm, as segments_fts
 
 ``norm`` is the segment's words as :func:`voxwire.matching.normalize` writes
 them, exactly as OpenSearch indexes ``segments.norm``. A query reaches FTS5
@@ -36,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from pydantic import TypeAdapter
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
@@ -47,10 +50,11 @@ from voxwire.search.query import (
     SearchPage,
     SearchQuery,
     fuzzy_distance,
-    highlight,
     parse_query,
     stem,
 )
+from voxwire.search.spans import page_of, spans_possible, window_hits
+from voxwire.windows import TextWindow
 from voxwire_client.messages import SegmentData
 
 _T = TypeVar("_T")
@@ -78,6 +82,24 @@ CREATE TRIGGER IF NOT EXISTS segments_au AFTER UPDATE ON segments BEGIN
     INSERT INTO segments_fts(segments_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
     INSERT INTO segments_fts(rowid, norm) VALUES (new.id, new.norm);
 END;
+CREATE TABLE IF NOT EXISTS windows (
+    id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, sid TEXT NOT NULL, idx INTEGER NOT NULL,
+    start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, segments TEXT NOT NULL,
+    norm TEXT NOT NULL,
+    UNIQUE (tenant_id, sid, idx));
+CREATE VIRTUAL TABLE IF NOT EXISTS windows_fts USING fts5(
+    norm, content='windows', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER IF NOT EXISTS windows_ai AFTER INSERT ON windows BEGIN
+    INSERT INTO windows_fts(rowid, norm) VALUES (new.id, new.norm);
+END;
+CREATE TRIGGER IF NOT EXISTS windows_ad AFTER DELETE ON windows BEGIN
+    INSERT INTO windows_fts(windows_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
+END;
+CREATE TRIGGER IF NOT EXISTS windows_au AFTER UPDATE ON windows BEGIN
+    INSERT INTO windows_fts(windows_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
+    INSERT INTO windows_fts(rowid, norm) VALUES (new.id, new.norm);
+END;
 """
 
 _UPSERT_SEGMENT = """
@@ -89,6 +111,17 @@ ON CONFLICT (tenant_id, sid, idx) DO UPDATE SET
 WHERE (segment_id, start_ms, end_ms, text)
     IS NOT (excluded.segment_id, excluded.start_ms, excluded.end_ms, excluded.text)
 """
+
+_UPSERT_WINDOW = """
+INSERT INTO windows (tenant_id, sid, idx, start_ms, end_ms, segments, norm)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (tenant_id, sid, idx) DO UPDATE SET
+    start_ms = excluded.start_ms, end_ms = excluded.end_ms,
+    segments = excluded.segments, norm = excluded.norm
+WHERE segments IS NOT excluded.segments
+"""
+
+_SEGMENTS = TypeAdapter(tuple[SegmentData, ...])
 
 _UPSERT_SESSION = """
 INSERT INTO sessions (tenant_id, sid, created_at, language) VALUES (?, ?, ?, ?)
@@ -193,7 +226,14 @@ class SqliteSearchIndex:
         """Delete everything indexed (``ensure_index`` starts it again)."""
 
         def drop() -> None:
-            for name in ("segments_vocab", "segments_fts", "segments", "sessions"):
+            for name in (
+                "segments_vocab",
+                "segments_fts",
+                "segments",
+                "windows_fts",
+                "windows",
+                "sessions",
+            ):
                 self._db.execute(f"DROP TABLE IF EXISTS {name}")
             self._vocab = None
 
@@ -236,12 +276,46 @@ class SqliteSearchIndex:
 
         await self._call(write)
 
+    async def index_windows(
+        self,
+        tenant_id: str,
+        sid: str,
+        windows: Sequence[TextWindow],
+        created_at: datetime,
+        language: str | None = None,
+    ) -> None:
+        if not windows:
+            return
+        rows = [
+            (
+                tenant_id,
+                sid,
+                w.index,
+                w.start_ms,
+                w.end_ms,
+                _SEGMENTS.dump_json(w.segments).decode(),
+                " ".join(t.text for t in normalize(w.text)),
+            )
+            for w in windows
+        ]
+        session = (tenant_id, sid, _utc(created_at), language)
+
+        def write() -> None:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.execute(_UPSERT_SESSION, session)
+                self._db.executemany(_UPSERT_WINDOW, rows)
+
+        await self._call(write)
+
     async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:
         parsed = parse_query(query.q)
+        match = self._match_expression(parsed, query.fuzzy)
+        limit = query.offset + query.size + 1  # one more: is there a next page?
 
-        def run() -> list[SearchHit]:
-            sql, args = self._select(tenant_id, query, parsed)
-            return [
+        def run() -> tuple[list[SearchHit], list[SearchHit]]:
+            sql, args = self._select("segments", tenant_id, query, match, limit)
+            segment_hits = [
                 SearchHit(
                     sid=row[0],
                     segment_id=row[1],
@@ -249,23 +323,28 @@ class SqliteSearchIndex:
                     start_ms=row[3],
                     end_ms=row[4],
                     text=row[5],
-                    highlight=highlight(row[5], parsed, fuzzy=query.fuzzy),
+                    highlight="",
                     score=-float(row[6]),
                 )
                 for row in self._db.execute(sql, args)
             ]
+            spanning: list[SearchHit] = []
+            if spans_possible(parsed):
+                sql, args = self._select("windows", tenant_id, query, match, limit)
+                for sid, segments, rank in self._db.execute(sql, args):
+                    found = _SEGMENTS.validate_json(segments)
+                    spanning += window_hits(sid, found, -float(rank), parsed, query)
+            return segment_hits, spanning
 
-        hits = await self._call(run)
-        more = len(hits) > query.size
-        return SearchPage(
-            hits=tuple(hits[: query.size]), offset=query.offset, size=query.size, more=more
-        )
+        segment_hits, spanning = await self._call(run)
+        return page_of(segment_hits, spanning, query, parsed)
 
     def _select(
-        self, tenant_id: str, query: SearchQuery, parsed: ParsedQuery
+        self, table: str, tenant_id: str, query: SearchQuery, match: str, limit: int
     ) -> tuple[str, list[object]]:
-        where = ["segments_fts MATCH ?", "s.tenant_id = ?"]
-        args: list[object] = [self._match_expression(parsed, query.fuzzy), tenant_id]
+        """The best ``limit`` rows of ``table`` (segments or windows) for the query."""
+        where = [f"{table}_fts MATCH ?", "s.tenant_id = ?"]
+        args: list[object] = [match, tenant_id]
         if query.sids is not None:
             where.append(f"s.sid IN ({', '.join('?' * len(query.sids))})")
             args.extend(query.sids)
@@ -284,17 +363,21 @@ class SqliteSearchIndex:
         if query.language is not None:
             where.append("x.language = ?")
             args.append(query.language)
+        columns = (
+            "s.segment_id, s.idx, s.start_ms, s.end_ms, s.text"
+            if table == "segments"
+            else "s.segments"
+        )
         sql = f"""
-            SELECT s.sid, s.segment_id, s.idx, s.start_ms, s.end_ms, s.text,
-                   bm25(segments_fts) AS rank
-            FROM segments_fts
-            JOIN segments s ON s.id = segments_fts.rowid
+            SELECT s.sid, {columns}, bm25({table}_fts) AS rank
+            FROM {table}_fts
+            JOIN {table} s ON s.id = {table}_fts.rowid
             JOIN sessions x ON x.tenant_id = s.tenant_id AND x.sid = s.sid
             WHERE {" AND ".join(where)}
             ORDER BY rank, s.sid, s.idx
-            LIMIT ? OFFSET ?
-        """  # noqa: S608 (only placeholders are interpolated)
-        args += [query.size + 1, query.offset]  # one more: is there a next page?
+            LIMIT ?
+        """  # noqa: S608 (only names of this module and placeholders are interpolated)
+        args.append(limit)
         return sql, args
 
     def _match_expression(self, parsed: ParsedQuery, fuzzy: bool) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -186,8 +186,11 @@ class SearchQuery(_Model):
 
 
 class SearchHit(_Model):
-    """One segment that answers a query; ``highlight`` is its text, HTML-escaped,
-    with the words that matched wrapped in ``<em>``."""
+    """One segment that answers a query, or consecutive segments that answer it
+    together (a phrase said across a pause). ``segment_ids`` are the segments,
+    ``segment_id`` and ``index`` the first of them; ``start_ms``/``end_ms`` and
+    ``text`` cover them all. ``highlight`` is the text, HTML-escaped, with the
+    words that matched wrapped in ``<em>``."""
 
     sid: str
     segment_id: str
@@ -197,6 +200,14 @@ class SearchHit(_Model):
     text: str
     highlight: str
     score: float
+    segment_ids: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_segment(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("segment_ids") and "segment_id" in data:
+            return {**data, "segment_ids": (data["segment_id"],)}
+        return data
 
 
 class SearchPage(_Model):
