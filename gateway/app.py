@@ -92,7 +92,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         "over MQTT on transcription/<sid>/result|progress|match.",
     )
     uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
-    streams = StreamService(ctx.store, ctx.bus, ctx.access)
+    streams = StreamService(ctx.store, ctx.bus, ctx.access, redact=ctx.settings.redact)
     settings = ctx.settings
 
     @app.exception_handler(VoxwireError)
@@ -158,12 +158,17 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             str | None, Form(description="JSON list of phrases to listen for")
         ] = None,
         language: Annotated[str | None, Form()] = None,
+        redact: Annotated[
+            str | None, Form(description="personal data: off, mask or entity")
+        ] = None,
     ) -> SessionCreated:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit():
             uploads.check_size(int(declared) - 64 * 1024)
         data = await _read_limited(file, uploads)
-        session = await uploads.accept(caller, Upload(file.filename, data, prompts, language))
+        session = await uploads.accept(
+            caller, Upload(file.filename, data, prompts, language, redact)
+        )
         return SessionCreated(
             **_info(session).model_dump(), endpoints=_endpoints(settings, session.sid)
         )

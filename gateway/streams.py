@@ -12,19 +12,24 @@ from voxwire.gateway.uploads import check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.workers.stream_pipeline import MAX_PROMPTS
 from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart
-from voxwire_client.api import PromptChange, StreamRequest
+from voxwire_client.api import PromptChange, RedactMode, StreamRequest
 from voxwire_client.messages import ProgressMessage, SessionStatus
 from voxwire_client.topics import audio_control_topic
 
 
 class StreamService:
-    def __init__(self, store: Store, bus: Bus, access: AccessControl) -> None:
+    def __init__(
+        self, store: Store, bus: Bus, access: AccessControl, *, redact: RedactMode = RedactMode.OFF
+    ) -> None:
         self._store = store
         self._bus = bus
         self._access = access
+        self._redact = redact
 
     async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
         check_prompts(request.prompts, MAX_PROMPTS)
+        if request.redact is None:
+            request = request.model_copy(update={"redact": self._redact})
         sid = await open_session(self._store, self._access, tenant, prompts=request.prompts)
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(

@@ -20,7 +20,7 @@ from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.jobs import FileJob
 from voxwire.standing_prompts import StandingPrompts, prompt_of
 from voxwire.store import SessionRecord, Store, Tenant
-from voxwire_client.api import PromptSpec
+from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     ErrorMessage,
     ProgressMessage,
@@ -44,11 +44,24 @@ class Upload:
     data: bytes
     prompts: str | None
     language: str | None
+    redact: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Accepted:
     session: SessionRecord
+
+
+def redact_mode(raw: str | None, default: RedactMode) -> RedactMode:
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return RedactMode(raw.strip().lower())
+    except ValueError:
+        choices = ", ".join(m.value for m in RedactMode)
+        raise InvalidRequestError(
+            f"invalid redact {raw[:40]!r}", hint=f"use one of: {choices}"
+        ) from None
 
 
 def parse_prompts(raw: str | None, limit: int) -> tuple[PromptSpec, ...]:
@@ -126,6 +139,7 @@ class UploadService:
         language = (upload.language or self._settings.language).strip().lower()
         if not language.isalpha() or len(language) > 8:
             raise InvalidRequestError(f"invalid language {language!r}", hint="use a code like 'en'")
+        redact = redact_mode(upload.redact, self._settings.redact)
         sid = await open_session(
             self._store,
             self._access,
@@ -150,6 +164,7 @@ class UploadService:
             duration_ms=round(decoded.duration_s * 1000),
             language=language,
             prompts=prompts,
+            redact=redact,
         )
         queued = ProgressMessage(
             sid=sid, seq=1, status=SessionStatus.QUEUED, percent=0, duration_ms=job.duration_ms

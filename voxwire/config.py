@@ -16,6 +16,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from voxwire.errors import ConfigError
+from voxwire_client.api import RedactMode
 
 
 class Settings(BaseModel):
@@ -42,6 +43,10 @@ class Settings(BaseModel):
     max_audio_s: float = Field(default=4 * 3600, gt=0)
     message_expiry_s: int = Field(default=24 * 3600, ge=1)
     max_prompts: int = Field(default=50, ge=0)
+    redact: RedactMode = Field(
+        default=RedactMode.OFF,
+        description="personal data in transcripts when a session does not say: off, mask, entity",
+    )
 
     # distributed mode: the servers (see `scripts/services.sh env`)
     mqtt_url: str = "mqtt://127.0.0.1:11883"

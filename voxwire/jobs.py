@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from voxwire_client.api import PromptSpec
+from voxwire_client.api import PromptSpec, RedactMode
 
 
 class FileJob(BaseModel):
@@ -19,4 +19,5 @@ class FileJob(BaseModel):
     duration_ms: int = Field(ge=0)
     language: str = "en"
     prompts: tuple[PromptSpec, ...] = ()
+    redact: RedactMode = RedactMode.OFF
     first_seq: int = Field(default=2, ge=1, description="seq of the job's first message")

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 from voxwire.errors import VoxwireError
 from voxwire.jobs import FileJob
+from voxwire.redaction import redactor
 from voxwire.standing_prompts import StandingPrompts, prompt_of
 from voxwire.workers.engine import Audio, Engine, EngineOptions, Segment
+from voxwire_client.api import RedactMode
 from voxwire_client.messages import (
     ErrorMessage,
     MatchMessage,
@@ -76,12 +78,15 @@ def run_file_job(
     session.progress(SessionStatus.TRANSCRIBING, 0)
 
     def on_segment(segment: Segment) -> None:
+        text = segment.text.strip()
+        if job.redact is not RedactMode.OFF:
+            text = redactor().redact(text, job.redact)
         data = SegmentData(
             id=f"{job.sid}-{len(session.segments)}",
             index=len(session.segments),
             start_ms=segment.start_ms,
             end_ms=max(segment.end_ms, segment.start_ms),
-            text=segment.text.strip(),
+            text=text,
             language=options.language,
         )
         session.segments.append(data)

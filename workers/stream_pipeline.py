@@ -84,6 +84,7 @@ import numpy as np
 from voxwire.audio import pcm16le_to_float32
 from voxwire.errors import AudioError, ConfigError, VoxwireError
 from voxwire.matching import Match, Prompt
+from voxwire.redaction import redactor
 from voxwire.standing_prompts import StandingPrompts, prompt_of, spec_of
 from voxwire.workers.endpointing import (
     EndpointConfig,
@@ -106,7 +107,7 @@ from voxwire.workers.engine import (
 from voxwire.workers.pipeline import Emit
 from voxwire.workers.stream_audio import FrameSplitter, SegmentBuffer
 from voxwire.workers.vad import FRAME_SAMPLES, Vad
-from voxwire_client.api import PromptSpec
+from voxwire_client.api import PromptSpec, RedactMode, StreamRequest
 from voxwire_client.messages import (
     ErrorMessage,
     LatencyData,
@@ -161,6 +162,7 @@ class StreamConfig:
     partial_interval_s: float = 2.0
     max_segment_s: float = 30.0
     vad_threshold: float = 0.5
+    redact: RedactMode = RedactMode.OFF
 
     def __post_init__(self) -> None:
         if not isinstance(self.language, str) or not _LANGUAGE.fullmatch(self.language):
@@ -186,6 +188,12 @@ class StreamConfig:
             partial_interval_s=self.partial_interval_s,
             max_segment_s=self.max_segment_s,
         )
+
+
+def stream_config(request: StreamRequest) -> StreamConfig:
+    """The pipeline's settings for a stream as a client asked for it."""
+    settings = request.model_dump(exclude={"prompts", "redact"})
+    return StreamConfig(**settings, redact=request.redact or RedactMode.OFF)
 
 
 @dataclass(frozen=True, slots=True)
@@ -680,6 +688,7 @@ class StreamSession:
             self._final(work, text, latency)
 
     def _partial(self, work: PartialWork, text: str, latency: LatencyData) -> None:
+        text = self._redact(text, partial=True)
         if not text or self._last_partial == (work.start_ms, text):
             return
         self._last_partial = (work.start_ms, text)
@@ -701,7 +710,7 @@ class StreamSession:
             self._settled = (*work.settled, work.end_ms * _SAMPLES_PER_MS)
             if not text:
                 return
-            data = self._segment_data(work, text)
+            data = self._segment_data(work, self._redact(text))
             self._finals.append(data)  # before emitting: the resume point includes it
             final = StreamSegmentMessage(
                 sid=self.sid, seq=self._next_seq(), type="final", segment=data, latency=latency
@@ -709,6 +718,11 @@ class StreamSession:
             hits = self._matcher.on_final(data.id, data.text, data.start_ms, data.end_ms)
             matches = [_match_message(self.sid, self._next_seq(), hit) for hit in hits]
             self._emit_all([final, *matches])
+
+    def _redact(self, text: str, *, partial: bool = False) -> str:
+        if self.config.redact is RedactMode.OFF:
+            return text
+        return redactor().redact(text, self.config.redact, partial=partial)
 
     def _segment_data(self, work: _SliceWork, text: str) -> SegmentData:
         """A segment of the next final's index (a partial carries the index its

@@ -57,7 +57,7 @@ from voxwire.workers.stream_checkpoints import (
     MemoryCheckpoints,
     StreamCheckpoint,
 )
-from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession
+from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession, stream_config
 from voxwire.workers.vad import SileroVad, Vad
 from voxwire_client.api import PromptChange, StreamRequest
 from voxwire_client.messages import Message, SegmentMessage, encode_message
@@ -209,7 +209,7 @@ class StreamWorker:
         try:
             start = StreamStart.decode(payload)
             request = start.request
-            config = StreamConfig(**request.model_dump(exclude={"prompts"}))
+            config = stream_config(request)
         except (ValueError, KeyError, ValidationError, VoxwireError) as exc:
             log.error("stream worker: unusable stream start: %s", exc)
             return False
@@ -234,7 +234,7 @@ class StreamWorker:
                 self._unknown.clear()
             return None
         start = StreamStart.decode(checkpoint.start)
-        config = StreamConfig(**start.request.model_dump(exclude={"prompts"}))
+        config = stream_config(start.request)
         session = self._open(start, config, checkpoint.start, checkpoint.resume, partition)
         self._settled[sid] = checkpoint.resume.chunk
         if checkpoint.last is not None:  # the crash may have come before it reached the bus

@@ -121,3 +121,21 @@ def test_sdk_survives_a_dropped_connection(platform: PlatformThread) -> None:
     assert indexes == list(range(len(server.segments)))
     assert [s.text for s in result.segments] == [s.text for s in server.segments]
     assert result.text == server.text and len(result.segments) >= 2
+
+
+def test_redaction_is_chosen_per_upload(platform: PlatformThread) -> None:
+    jfk = str(EVAL_DIR / "audio" / "whisper_jfk.flac")
+    with open(jfk, "rb") as fh:
+        response = httpx.post(
+            f"{platform.url}/v1/sessions",
+            headers={"Authorization": f"Bearer {platform.api_key}"},
+            files={"file": ("jfk.flac", fh)},
+            data={"redact": "everything"},
+            timeout=60,
+        )
+    assert response.status_code == 400, response.text
+    assert "invalid redact" in response.json()["message"]
+    assert "off, mask, entity" in response.json()["hint"]
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        transcript = client.transcribe(jfk, redact="entity")
+    assert "fellow americans" in transcript.text.lower()  # nothing personal in it

@@ -10,8 +10,8 @@ from voxwire.errors import EngineError
 from voxwire.jobs import FileJob
 from voxwire.workers.engine import Audio, EngineOptions, Segment, SegmentCallback
 from voxwire.workers.pipeline import run_file_job
-from voxwire_client.api import PromptSpec
-from voxwire_client.messages import Message
+from voxwire_client.api import PromptSpec, RedactMode
+from voxwire_client.messages import Message, TranscriptMessage
 
 
 class ScriptedEngine:
@@ -106,3 +106,21 @@ def test_unexpected_engine_failure_still_ends_the_session() -> None:
     out = _run(BrokenEngine([]))
     assert out[-1].type == "error"
     assert out[-1].code == "internal" and out[-1].fatal  # type: ignore[union-attr]
+
+
+def test_a_redacting_job_never_emits_what_it_redacts() -> None:
+    """Finals, matches and the transcript all carry the redacted text."""
+    job = JOB.model_copy(
+        update={"redact": RedactMode.ENTITY, "prompts": (PromptSpec(id="c", text="my card"),)}
+    )
+    engine = ScriptedEngine(
+        [Segment(0, 4000, " My card is 4111 1111 1111 1111."),
+         Segment(4000, 9000, " Mail jane dot doe at example dot com.")]
+    )  # fmt: skip
+    out: list[Message] = []
+    run_file_job(job, AUDIO, engine, EngineOptions(), out.append)
+    dumped = " ".join(m.model_dump_json() for m in out)
+    assert "4111" not in dumped and "jane" not in dumped
+    (transcript,) = [m for m in out if isinstance(m, TranscriptMessage)]
+    assert transcript.text == "My card is [CREDIT_CARD]. Mail [EMAIL_ADDRESS]."
+    assert [m.type for m in out].count("match") == 1

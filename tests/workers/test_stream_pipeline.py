@@ -43,7 +43,7 @@ from voxwire.workers.stream_pipeline import (
     is_hallucination,
 )
 from voxwire.workers.vad import FRAME_MS, SileroVad, Vad
-from voxwire_client.api import PromptSpec
+from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     ErrorMessage,
     MatchMessage,
@@ -733,3 +733,13 @@ def test_prompts_changed_mid_stream_apply_from_the_next_final_and_survive_a_resu
     assert point.prompts is not None and [p.id for p in point.prompts] == ["plan"]
     saved = StreamCheckpoint(b"start", point).encode()
     assert StreamCheckpoint.decode(saved).resume.prompts == point.prompts
+
+
+def test_partials_and_finals_of_a_redacting_stream_hide_the_card_number() -> None:
+    engine = ScriptedEngine(lambda audio: "my card is 4111 1111 1111 1111")
+    config = StreamConfig(partial_interval_s=1.0, redact=RedactMode.MASK)
+    out = run(tone(12.0), ScriptedVad([(1000, 11_000, 0.95)]), engine, config)
+    partials, finals = of_type(out, "partial"), of_type(out, "final")
+    assert partials and finals
+    for message in partials + finals:
+        assert message.segment.text == "my card is **** **** **** ****"

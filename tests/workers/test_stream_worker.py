@@ -17,7 +17,7 @@ from voxwire.windows import WINDOWS_TOPIC, TextWindow, windows_of
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream_checkpoints import MemoryCheckpoints
 from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart, StreamWorker
-from voxwire_client.api import StreamRequest
+from voxwire_client.api import RedactMode, StreamRequest
 from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage, parse_message
 
 pytestmark = pytest.mark.timeout(60)
@@ -199,3 +199,26 @@ async def test_each_final_sends_the_windows_it_changed() -> None:
         assert record.key == "win1"
         latest[window.index] = window
     assert list(latest.values()) == expected
+
+
+async def test_a_redacting_stream_sends_no_card_number() -> None:
+    bus, out = OwnedBus(), []
+    engine = ScriptedEngine(lambda a: "my card is 4111 1111 1111 1111")
+    worker = StreamWorker(bus, engine, EngineOptions(), vad_factory=EnergyVad)
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await _until(lambda: bus.audio is not None)
+    request = StreamRequest(redact=RedactMode.MASK)
+    start = StreamStart("rd1", "t1", request)
+    await bus.produce(AUDIO_TOPIC, "rd1", envelope("stream/rd1/start", start.encode(), "gateway"))
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    for n, i in enumerate(range(0, len(data), size)):
+        chunk = envelope(f"audio/rd1/chunk/{n}", data[i : i + size])
+        await bus.produce(AUDIO_TOPIC, "rd1", chunk)
+    await bus.produce(AUDIO_TOPIC, "rd1", envelope("audio/rd1/control", b'{"type": "end"}'))
+    await _until(lambda: any(isinstance(m, TranscriptMessage) for m in out))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    texts = [m.segment.text for m in out if isinstance(m, SegmentMessage)]
+    assert texts and all(t == "my card is **** **** **** ****" for t in texts), texts

@@ -50,6 +50,7 @@ __all__ = [
 from voxwire_client.api import (
     PromptChange,
     PromptSpec,
+    RedactMode,
     SearchHit,
     SearchPage,
     SearchQuery,
@@ -62,6 +63,7 @@ __all__ += [
     "Client",
     "PromptChange",
     "PromptSpec",
+    "RedactMode",
     "SearchHit",
     "SearchPage",
     "SearchQuery",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -105,6 +106,17 @@ class Health(_Model):
     model: str
 
 
+class RedactMode(StrEnum):
+    """What becomes of personal data (card numbers, SSNs, phone numbers, email
+    and street addresses, IBANs; written or spoken) before a transcript leaves
+    the worker: ``off`` keeps it, ``mask`` turns its letters and digits into
+    ``*``, ``entity`` replaces it by its type, e.g. ``[CREDIT_CARD]``."""
+
+    OFF = "off"
+    MASK = "mask"
+    ENTITY = "entity"
+
+
 class StreamRequest(_Model):
     """Start a live stream: ``POST /v1/streams``. Then publish PCM16LE 16 kHz mono
     chunks on ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB,
@@ -119,6 +131,9 @@ class StreamRequest(_Model):
     partial_interval_s: float = Field(default=2.0, ge=0, le=60)
     max_segment_s: float = Field(default=30.0, ge=1, le=30)
     vad_threshold: float = Field(default=0.5, gt=0, lt=1)
+    redact: RedactMode | None = Field(
+        default=None, description="personal data in the transcript; None: the platform's default"
+    )
 
 
 class PromptChange(_Model):

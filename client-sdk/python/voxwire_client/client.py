@@ -29,6 +29,7 @@ from voxwire_client.api import (
     MessagesPage,
     PromptChange,
     PromptSpec,
+    RedactMode,
     SearchPage,
     SearchQuery,
     SessionCreated,
@@ -160,16 +161,22 @@ class AsyncClient:
             hint="is voxwire running? start it with `make run`",
         )
 
-    async def upload(self, path: str | Path, prompts: Prompts = None) -> SessionCreated:
-        """Upload an audio file; returns the new session."""
+    async def upload(
+        self, path: str | Path, prompts: Prompts = None, *, redact: RedactMode | str | None = None
+    ) -> SessionCreated:
+        """Upload an audio file; returns the new session. ``redact``: what becomes
+        of personal data in the transcript (default: the platform's setting)."""
         path = Path(path)
         specs = [p.model_dump() for p in _prompt_specs(prompts)]
+        data = {"prompts": json.dumps(specs)}
+        if redact is not None:
+            data["redact"] = RedactMode(redact).value
         with path.open("rb") as fh:
             response = await self._request(
                 "POST",
                 "/v1/sessions",
                 files={"file": (path.name, fh, "application/octet-stream")},
-                data={"prompts": json.dumps(specs)},
+                data=data,
             )
         return SessionCreated.model_validate_json(response.content)
 
@@ -299,9 +306,10 @@ class AsyncClient:
         prompts: Prompts = None,
         *,
         on_event: Callable[[Message], None] | None = None,
+        redact: RedactMode | str | None = None,
     ) -> Transcript:
         """Upload ``path``, follow the session, return the final transcript."""
-        created = await self.upload(path, prompts)
+        created = await self.upload(path, prompts, redact=redact)
         return await self.follow(created.sid, on_event=on_event)
 
     async def start_stream(self, request: StreamRequest | None = None) -> StreamCreated:
@@ -420,8 +428,10 @@ class Client:
         self._loop.run_until_complete(self._async.aclose())
         self._loop.close()
 
-    def upload(self, path: str | Path, prompts: Prompts = None) -> SessionCreated:
-        return self._loop.run_until_complete(self._async.upload(path, prompts))
+    def upload(
+        self, path: str | Path, prompts: Prompts = None, *, redact: RedactMode | str | None = None
+    ) -> SessionCreated:
+        return self._loop.run_until_complete(self._async.upload(path, prompts, redact=redact))
 
     def session(self, sid: str) -> SessionInfo:
         return self._loop.run_until_complete(self._async.session(sid))
@@ -443,9 +453,10 @@ class Client:
         prompts: Prompts = None,
         *,
         on_event: Callable[[Message], None] | None = None,
+        redact: RedactMode | str | None = None,
     ) -> Transcript:
         return self._loop.run_until_complete(
-            self._async.transcribe(path, prompts, on_event=on_event)
+            self._async.transcribe(path, prompts, on_event=on_event, redact=redact)
         )
 
     def stream(
