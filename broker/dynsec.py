@@ -4,6 +4,10 @@ In distributed mode with Mosquitto, the broker itself enforces who may do what:
 
 - every API key is a dynsec *client* (username = key id, password = the key),
   with the role of its tenant; a revoked key's client is deleted;
+- every session token (:mod:`voxwire.tokens`) is a client (username
+  ``tok-<expires at>-<id>``, password = the token) with a role of its own
+  for its sessions' topics; :meth:`DynsecAccess.remove_expired_tokens`
+  deletes them once expired (Mosquitto itself does not know JWTs);
 - every tenant is a dynsec *role*; creating a session adds ACLs to the role so
   the tenant may subscribe to ``transcription/<sid>/#`` and publish to
   ``audio/<sid>/#``; every key has a role of its own for its search topics
@@ -29,6 +33,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 from voxwire.errors import MqttError
+from voxwire.tokens import USERNAME_PREFIX, SessionToken
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,7 @@ class AccessControl(Protocol):
     async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None: ...
     async def remove_key(self, key_id: str) -> None: ...
     async def grant_session(self, tenant_id: str, sid: str) -> None: ...
+    async def add_token(self, grant: SessionToken) -> None: ...
 
 
 class NoAccessSync:
@@ -55,6 +61,9 @@ class NoAccessSync:
         return None
 
     async def grant_session(self, tenant_id: str, sid: str) -> None:
+        return None
+
+    async def add_token(self, grant: SessionToken) -> None:
         return None
 
 
@@ -197,3 +206,45 @@ class DynsecAccess:
                 )
 
         await asyncio.to_thread(go)
+
+    async def add_token(self, grant: SessionToken) -> None:
+        role = f"vx-{grant.username}"
+
+        def go() -> None:
+            self.command("createRole", rolename=role)
+            for sid in sorted(grant.sids):
+                for acltype, topic in (
+                    ("subscribePattern", f"transcription/{sid}/#"),
+                    ("publishClientReceive", f"transcription/{sid}/#"),
+                    ("publishClientSend", f"audio/{sid}/#"),
+                ):
+                    self.command(
+                        "addRoleACL", rolename=role, acltype=acltype, topic=topic, allow=True,
+                        priority=0,
+                    )  # fmt: skip
+            self.command(
+                "createClient",
+                username=grant.username,
+                password=grant.token,
+                roles=[{"rolename": role}],
+            )
+
+        await asyncio.to_thread(go)
+
+    async def remove_expired_tokens(self, now: float) -> int:
+        """Delete the clients (and roles) of tokens expired by ``now``; how many."""
+
+        def go() -> int:
+            listed = self.command("listClients", verbose=False, count=-1, offset=0)
+            removed = 0
+            for username in listed.get("data", {}).get("clients", []):
+                if not str(username).startswith(USERNAME_PREFIX):
+                    continue
+                expires = str(username)[len(USERNAME_PREFIX) :].split("-", 1)[0]
+                if expires.isdigit() and int(expires) <= now:
+                    self.command("deleteClient", username=username)
+                    self.command("deleteRole", rolename=f"vx-{username}")
+                    removed += 1
+            return removed
+
+        return await asyncio.to_thread(go)

@@ -106,6 +106,10 @@ class Principal:
     is_service: bool = False
     key_id: str | None = None
     """The id of the API key a user connected with."""
+    sids: frozenset[str] | None = None
+    """The only sessions a session token grants (None: every session of the tenant)."""
+    expires_at: float | None = None
+    """When the credentials expire (Unix seconds); nothing is allowed after."""
 
 
 class Authenticator(Protocol):

@@ -26,10 +26,12 @@ from voxwire.errors import (
     NotFoundError,
     VoxwireError,
 )
+from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
 from voxwire.search import SearchIndex, SearchQueryError
 from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.tokens import TokenIssuer, issuer_for
 from voxwire_client.api import (
     Endpoints,
     ErrorBody,
@@ -42,6 +44,8 @@ from voxwire_client.api import (
     SessionInfo,
     StreamCreated,
     StreamRequest,
+    TokenRequest,
+    TokenResponse,
     TranscriptResponse,
 )
 from voxwire_client.errors import InvalidSessionIdError
@@ -75,6 +79,8 @@ class GatewayContext:
     workers: int
     search: SearchIndex
     access: AccessControl = field(default_factory=NoAccessSync)
+    tokens: TokenIssuer | None = None
+    """Signs browser session tokens; None: the settings' issuer."""
 
 
 def _status_for(exc: VoxwireError) -> int:
@@ -94,6 +100,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
     streams = StreamService(ctx.store, ctx.bus, ctx.access, redact=ctx.settings.redact)
     settings = ctx.settings
+    tokens = ctx.tokens or issuer_for(settings.token_secret.get_secret_value(), settings.data_dir)
 
     @app.exception_handler(VoxwireError)
     async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
@@ -243,6 +250,32 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     async def search(caller: Caller, query: SearchQuery) -> SearchPage:
         """Segments of the caller's transcripts that answer the query, best first."""
         return await ctx.search.search(caller.id, query)
+
+    @app.post(
+        "/v1/tokens",
+        status_code=201,
+        response_model=TokenResponse,
+        tags=["tokens"],
+        responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}},
+    )
+    async def create_token(caller: Caller, request: TokenRequest) -> TokenResponse:
+        """A short-lived token for a browser: it connects to the broker with it as
+        password and may follow (and stream audio to) only these sessions."""
+        for sid in request.sids:
+            await owned_session(sid, caller)
+        grant = tokens.issue(caller.id, list(request.sids), request.ttl_s)
+        await ctx.access.add_token(grant)
+        return TokenResponse(
+            token=grant.token,
+            username=grant.username,
+            sids=tuple(sorted(grant.sids)),
+            expires_at=grant.expires_at,
+        )
+
+    if settings.hook_secret.get_secret_value():
+        app.include_router(
+            emqx_hooks(ctx.store, tokens, settings.hook_secret, settings.mqtt_password)
+        )
 
     @app.get("/v1/sessions/{sid}/audio", tags=["sessions"], response_class=Response)
     async def get_audio(session: Owned) -> Response:

@@ -43,6 +43,14 @@ class Settings(BaseModel):
     max_audio_s: float = Field(default=4 * 3600, gt=0)
     message_expiry_s: int = Field(default=24 * 3600, ge=1)
     max_prompts: int = Field(default=50, ge=0)
+    token_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="signs browser session tokens (hex, 32+ bytes); empty: data_dir/token.secret",
+    )
+    hook_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="bearer secret EMQX sends to /internal/emqx/*; empty: those routes are off",
+    )
     redact: RedactMode = Field(
         default=RedactMode.OFF,
         description="personal data in transcripts when a session does not say: off, mask, entity",

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
@@ -34,6 +35,7 @@ from voxwire.bus import Bus
 from voxwire.bus.kafka import KafkaBus
 from voxwire.bus.namespaced import NamespacedBus
 from voxwire.config import Settings
+from voxwire.errors import MqttError
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.models import registry
 from voxwire.search.opensearch import OpenSearchIndex
@@ -119,7 +121,23 @@ async def run_gateway(settings: Settings) -> None:
             access_log=False,
             timeout_keep_alive=75,
         )
-        await uvicorn.Server(config).serve()
+        sweeping = asyncio.create_task(_sweep_tokens(access))
+        try:
+            await uvicorn.Server(config).serve()
+        finally:
+            sweeping.cancel()
+
+
+async def _sweep_tokens(access: DynsecAccess, every_s: float = 60.0) -> None:
+    """Mosquitto does not know when a token expires: delete expired tokens' clients."""
+    while True:
+        try:
+            removed = await access.remove_expired_tokens(time.time())
+            if removed:
+                log.info("removed %d expired session tokens from the broker", removed)
+        except MqttError as exc:
+            log.warning("could not sweep expired session tokens: %s", exc)
+        await asyncio.sleep(every_s)
 
 
 async def run_worker(settings: Settings) -> None:

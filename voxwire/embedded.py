@@ -32,6 +32,7 @@ from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.models import registry
 from voxwire.search.sqlite_fts import SqliteSearchIndex
 from voxwire.store import SqliteStore
+from voxwire.tokens import issuer_for
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
@@ -89,8 +90,9 @@ class EmbeddedPlatform:
         if not self._engines:
             await asyncio.to_thread(self.load_engines)
         secret = secrets.token_urlsafe(32)
+        tokens = issuer_for(settings.token_secret.get_secret_value(), settings.data_dir)
         self._broker = EmbeddedBroker(
-            PlatformAuthenticator(secret, self.store.tenant_id_for_key),
+            PlatformAuthenticator(secret, self.store.tenant_id_for_key, tokens),
             SessionAuthorizer(self.store.session_owner),
             host=settings.host,
             tcp_port=settings.mqtt_port,
@@ -141,6 +143,7 @@ class EmbeddedPlatform:
                 self.blobs,
                 workers=len(self._engines) - 1,
                 search=self.search,
+                tokens=tokens,
             )
         )
         config = uvicorn.Config(

@@ -15,9 +15,13 @@ and carry the session id when there is one::
     │   └── AudioTooLongError
     ├── EngineError              transcription failed inside an engine
     ├── AuthError                missing or invalid credentials
+    │   └── TokenError           a session token not ours, tampered with or expired
     ├── NotFoundError            a session, key or model that does not exist
     ├── ConflictError            a request the session's state does not allow now
+    ├── SearchIndexError         the search index failed (voxwire.search)
+    ├── SearchQueryError         a query with nothing to search (voxwire.search.query)
     ├── BusError                 the job bus failed (Kafka, in-process)
+    ├── CheckpointError          a stream checkpoint store failed (voxwire.workers)
     └── MqttError                the MQTT broker or connection failed (carries the topic)
 
 Session ids are checked by :mod:`voxwire_client.topics`, which raises

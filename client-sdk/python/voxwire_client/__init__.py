@@ -55,6 +55,8 @@ from voxwire_client.api import (
     SearchPage,
     SearchQuery,
     StreamRequest,
+    TokenRequest,
+    TokenResponse,
 )
 from voxwire_client.client import AsyncClient, Client, Transcript, pcm_chunks
 
@@ -68,6 +70,8 @@ __all__ += [
     "SearchPage",
     "SearchQuery",
     "StreamRequest",
+    "TokenRequest",
+    "TokenResponse",
     "Transcript",
     "pcm_chunks",
 ]

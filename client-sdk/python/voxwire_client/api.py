@@ -136,6 +136,29 @@ class StreamRequest(_Model):
     )
 
 
+class TokenRequest(_Model):
+    """Ask for a session token (``POST /v1/tokens``) to hand to a browser: it
+    connects to the broker with it as password and may follow, and stream
+    audio to, only these sessions, until the token expires."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sids: tuple[Annotated[str, AfterValidator(validate_sid)], ...] = Field(
+        min_length=1, max_length=50
+    )
+    ttl_s: int = Field(default=3600, ge=60, le=24 * 3600)
+
+
+class TokenResponse(_Model):
+    """Connect with ``username`` and ``token`` as password (MQTT 5 over WSS from
+    a browser); ``expires_at`` is in Unix seconds."""
+
+    token: str
+    username: str
+    sids: tuple[str, ...]
+    expires_at: int
+
+
 class PromptChange(_Model):
     """Change a live stream's standing prompts while it runs: the body of
     ``POST /v1/sessions/{sid}/prompts``, or published as is on

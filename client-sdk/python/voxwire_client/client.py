@@ -36,6 +36,8 @@ from voxwire_client.api import (
     SessionInfo,
     StreamCreated,
     StreamRequest,
+    TokenRequest,
+    TokenResponse,
     TranscriptResponse,
 )
 from voxwire_client.config import ClientConfig, load_config
@@ -206,6 +208,16 @@ class AsyncClient:
             content=change.model_dump_json(), headers={"content-type": "application/json"},
         )  # fmt: skip
         return change
+
+    async def create_token(self, sids: Sequence[str], ttl_s: int = 3600) -> TokenResponse:
+        """A short-lived token to hand to a browser (or any client that must not
+        hold your API key): it connects to the broker with ``username`` and
+        ``token`` as password and reaches only these sessions."""
+        body = TokenRequest(sids=tuple(sids), ttl_s=ttl_s).model_dump_json()
+        response = await self._request(
+            "POST", "/v1/tokens", content=body, headers={"content-type": "application/json"}
+        )
+        return TokenResponse.model_validate_json(response.content)
 
     async def search(self, query: SearchQuery | str, **filters: Any) -> SearchPage:
         """Segments of your transcripts that answer ``query``, best first.
@@ -446,6 +458,9 @@ class Client:
 
     def search(self, query: SearchQuery | str, **filters: Any) -> SearchPage:
         return self._loop.run_until_complete(self._async.search(query, **filters))
+
+    def create_token(self, sids: Sequence[str], ttl_s: int = 3600) -> TokenResponse:
+        return self._loop.run_until_complete(self._async.create_token(sids, ttl_s))
 
     def transcribe(
         self,

@@ -1,0 +1,66 @@
+"""Session tokens for browsers, in both modes: a token reaches only the sessions
+it names, through the real broker (embedded, or Mosquitto's dynamic security)."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from tests.helpers import Listener, PlatformThread
+from voxwire_client.topics import session_filter
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _post(
+    platform: PlatformThread, path: str, body: object, key: str | None = None
+) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key or platform.api_key}"}
+    return httpx.post(f"{platform.url}{path}", headers=headers, json=body, timeout=30)
+
+
+def _stream(platform: PlatformThread) -> str:
+    response = _post(platform, "/v1/streams", {})
+    assert response.status_code == 201, response.text
+    return str(response.json()["sid"])
+
+
+def _sids(listener: Listener) -> set[str]:
+    return {r.topic.split("/")[1] for r in listener.snapshot()}
+
+
+def test_a_token_reaches_only_the_sessions_it_names(platform: PlatformThread) -> None:
+    mine, other = _stream(platform), _stream(platform)
+    response = _post(platform, "/v1/tokens", {"sids": [mine], "ttl_s": 300})
+    assert response.status_code == 201, response.text
+    grant = response.json()
+    assert grant["sids"] == [mine] and grant["expires_at"] > time.time() + 250
+    browser = Listener(
+        platform.mqtt_port, grant["token"], username=grant["username"], client_id="browser-1"
+    )
+    assert browser.connect() == 0
+    assert browser.subscribe(session_filter(mine)) == [1]
+    granted = browser.subscribe(session_filter(other)) + browser.subscribe("transcription/#")
+    if isinstance(platform, PlatformThread):
+        assert granted == [0x80, 0x80]
+    browser.wait_for(lambda got: mine in {r.topic.split("/")[1] for r in got}, timeout=20)
+    time.sleep(1.0)  # the other session's retained messages would have come by now
+    assert _sids(browser) == {mine}
+    browser.close()
+
+    tampered = grant["token"][:-4] + ("AAAA" if grant["token"][-4:] != "AAAA" else "BBBB")
+    forger = Listener(platform.mqtt_port, tampered, username=grant["username"], client_id="f")
+    assert forger.connect() != 0
+
+
+def test_a_token_is_only_for_the_callers_own_sessions(platform: PlatformThread) -> None:
+    mine = _stream(platform)
+    other_key = platform.new_tenant_key("token-other")
+    response = _post(platform, "/v1/tokens", {"sids": [mine]}, key=other_key)
+    assert response.status_code == 404
+    response = httpx.post(f"{platform.url}/v1/tokens", json={"sids": [mine]}, timeout=30)
+    assert response.status_code == 401
+    for body in ({"sids": []}, {"sids": [mine], "ttl_s": 10**6}, {"sids": ["a/+/#"]}, {}):
+        assert _post(platform, "/v1/tokens", body).status_code == 422, body
