@@ -29,6 +29,7 @@ import asyncio
 import base64
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ class MqttIngest:
         max_in_flight: int = 1000,
         share_group: str | None = SHARE_GROUP,
         make_client: Callable[..., paho.Client] = paho.Client,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._bus = bus
         self._host, self._port = host, port
@@ -114,6 +116,8 @@ class MqttIngest:
             manual_ack=True,
         )
         client.username_pw_set(username, password)
+        if tls is not None:
+            client.tls_set_context(tls)
         client.max_inflight_messages_set(max_in_flight)
         client.reconnect_delay_set(1, 10)
         client.on_connect = self._on_connect

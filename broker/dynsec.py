@@ -25,6 +25,7 @@ import asyncio
 import json
 import logging
 import secrets
+import ssl
 import threading
 from concurrent.futures import Future
 from typing import Any, Protocol
@@ -80,7 +81,14 @@ class DynsecAccess:
     """Sends dynamic-security commands over one MQTT connection."""
 
     def __init__(
-        self, host: str, port: int, username: str, password: str, *, timeout_s: float = 10.0
+        self,
+        host: str,
+        port: int,
+        username: str,
+        password: str,
+        *,
+        timeout_s: float = 10.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._timeout_s = timeout_s
         self._waiting: dict[str, Future[dict[str, Any]]] = {}
@@ -90,6 +98,8 @@ class DynsecAccess:
             CallbackAPIVersion.VERSION2, client_id=f"voxwire-dynsec-{secrets.token_hex(4)}"
         )
         client.username_pw_set(username, password)
+        if tls is not None:
+            client.tls_set_context(tls)
         client.on_connect = self._on_connect
         client.on_message = self._on_message
         self._client = client

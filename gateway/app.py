@@ -6,6 +6,7 @@ or ``X-API-Key: <key>``. Errors are JSON bodies of :class:`ErrorBody`.
 
 import asyncio
 import logging
+import math
 import mimetypes
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -29,6 +30,7 @@ from voxwire.errors import (
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
+from voxwire.ratelimit import RateLimitedError, RateLimits
 from voxwire.search import SearchIndex, SearchQueryError
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.tokens import TokenIssuer, issuer_for
@@ -60,6 +62,7 @@ log = logging.getLogger(__name__)
 
 _STATUS = {
     AuthError: 401,
+    RateLimitedError: 429,
     NotFoundError: 404,
     ConflictError: 409,
     InvalidRequestError: 400,
@@ -100,12 +103,16 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
     streams = StreamService(ctx.store, ctx.bus, ctx.access, redact=ctx.settings.redact)
     settings = ctx.settings
+    limits = RateLimits(settings.rate_limit_per_s, settings.rate_limit_burst)
     tokens = ctx.tokens or issuer_for(settings.token_secret.get_secret_value(), settings.data_dir)
 
     @app.exception_handler(VoxwireError)
     async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
         body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint, sid=exc.sid)
-        return JSONResponse(body.model_dump(), status_code=_status_for(exc))
+        headers = None
+        if isinstance(exc, RateLimitedError):
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+        return JSONResponse(body.model_dump(), status_code=_status_for(exc), headers=headers)
 
     @app.exception_handler(InvalidSessionIdError)
     async def bad_sid(_request: Request, exc: InvalidSessionIdError) -> JSONResponse:
@@ -122,6 +129,8 @@ def create_app(ctx: GatewayContext) -> FastAPI:
                 "missing or invalid API key",
                 hint="send 'Authorization: Bearer <key>'; create a key with `voxwire keys create`",
             )
+        if wait := limits.take(found.id):
+            raise RateLimitedError(f"too many requests for tenant {found.name}", retry_after_s=wait)
         return found
 
     Caller = Annotated[Tenant, Depends(tenant)]

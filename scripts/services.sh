@@ -30,6 +30,8 @@
 #   .services/         one folder per service: config, data, `log`, `pid`; secrets.env (mode 600)
 #
 # Ports (env, defaults): VOXWIRE_MOSQUITTO_PORT=11883 VOXWIRE_MOSQUITTO_WS_PORT=18083
+#   VOXWIRE_MOSQUITTO_TLS_PORT=18883 VOXWIRE_MOSQUITTO_WSS_PORT=18084 (TLS, self-signed CA in
+#   .services/mosquitto/tls/ca.crt)
 #   VOXWIRE_KAFKA_PORT=19092 VOXWIRE_KAFKA_CONTROLLER_PORT=19093 VOXWIRE_POSTGRES_PORT=15432
 #   VOXWIRE_REDIS_PORT=16379 VOXWIRE_OPENSEARCH_PORT=19200 VOXWIRE_OPENSEARCH_TRANSPORT_PORT=19300
 # Other knobs: VOXWIRE_SERVICES_WAIT (readiness limit per service, s, 120),
@@ -61,6 +63,8 @@ PG_DB=voxwire
 default_ports() {
     MOSQUITTO_PORT=${VOXWIRE_MOSQUITTO_PORT:-11883}
     MOSQUITTO_WS_PORT=${VOXWIRE_MOSQUITTO_WS_PORT:-18083}
+    MOSQUITTO_TLS_PORT=${VOXWIRE_MOSQUITTO_TLS_PORT:-18883}
+    MOSQUITTO_WSS_PORT=${VOXWIRE_MOSQUITTO_WSS_PORT:-18084}
     KAFKA_PORT=${VOXWIRE_KAFKA_PORT:-19092}
     KAFKA_CONTROLLER_PORT=${VOXWIRE_KAFKA_CONTROLLER_PORT:-19093}
     POSTGRES_PORT=${VOXWIRE_POSTGRES_PORT:-15432}
@@ -333,8 +337,28 @@ EOF
     mv "$MOSQ_DIR/acl.new" "$MOSQ_DIR/acl"
 }
 
+# A CA of our own and a server certificate it signed, for 127.0.0.1 and localhost (made once):
+# clients verify the TLS listeners with tls/ca.crt.
+mosquitto_tls() {
+    local tls=$MOSQ_DIR/tls
+    [[ -s $tls/server.crt && -s $tls/ca.crt ]] && return 0
+    mkdir -p "$tls"
+    (
+        umask 077
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=voxwire test CA" \
+            -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+            -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$tls/san.ext"
+        openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+            -CAcreateserial -days 3650 -extfile "$tls/san.ext" -out "$tls/server.crt" 2>/dev/null
+    ) || die "mosquitto: could not make the TLS certificates (is openssl installed?)"
+    chmod 644 "$tls/ca.crt" "$tls/server.crt"
+}
+
 mosquitto_configure() {
     mkdir -p "$MOSQ_DIR/data"
+    mosquitto_tls
     # The service user's entry is (re)written from secrets.env; other users in passwd are kept.
     if [[ -f $MOSQ_DIR/passwd ]]; then
         mosquitto_passwd -b "$MOSQ_DIR/passwd" "$MQTT_USER" "$VOXWIRE_MQTT_PASSWORD"
@@ -368,7 +392,7 @@ plugin_opt_config_file $dynsec"
     # Started as root, Mosquitto drops to the `mosquitto` user: it must own what it reads/writes.
     if ((EUID == 0)) && id mosquitto >/dev/null 2>&1; then
         run_as="user mosquitto"
-        chown -R mosquitto: "$MOSQ_DIR/data" "$MOSQ_DIR/passwd" "$MOSQ_DIR/acl"
+        chown -R mosquitto: "$MOSQ_DIR/data" "$MOSQ_DIR/passwd" "$MOSQ_DIR/acl" "$MOSQ_DIR/tls"
         [[ -d $MOSQ_DIR/dynsec ]] && chown -R mosquitto: "$MOSQ_DIR/dynsec"
     fi
     chmod 700 "$MOSQ_DIR/data"
@@ -391,6 +415,22 @@ protocol mqtt
 listener $MOSQUITTO_WS_PORT $HOST
 socket_domain ipv4
 protocol websockets
+
+listener $MOSQUITTO_TLS_PORT $HOST
+socket_domain ipv4
+protocol mqtt
+cafile $MOSQ_DIR/tls/ca.crt
+certfile $MOSQ_DIR/tls/server.crt
+keyfile $MOSQ_DIR/tls/server.key
+tls_version tlsv1.2
+
+listener $MOSQUITTO_WSS_PORT $HOST
+socket_domain ipv4
+protocol websockets
+cafile $MOSQ_DIR/tls/ca.crt
+certfile $MOSQ_DIR/tls/server.crt
+keyfile $MOSQ_DIR/tls/server.key
+tls_version tlsv1.2
 
 persistence true
 persistence_location $MOSQ_DIR/data/
@@ -420,15 +460,18 @@ mosquitto_probe() {
 }
 
 mosquitto_start() {
-    ports_free mosquitto "$MOSQUITTO_PORT" "$MOSQUITTO_WS_PORT"
+    ports_free mosquitto "$MOSQUITTO_PORT" "$MOSQUITTO_WS_PORT" "$MOSQUITTO_TLS_PORT" "$MOSQUITTO_WSS_PORT"
     mosquitto_configure
-    record_ports mosquitto MOSQUITTO_PORT MOSQUITTO_WS_PORT
+    record_ports mosquitto MOSQUITTO_PORT MOSQUITTO_WS_PORT MOSQUITTO_TLS_PORT MOSQUITTO_WSS_PORT
     launch mosquitto mosquitto -c "$MOSQ_DIR/mosquitto.conf"
     wait_ready mosquitto "$(read_pid "$MOSQ_DIR/pid")" "$(mosquitto_marker)" mosquitto_probe
 }
 
 mosquitto_stop() { local p; p=$(mosquitto_pid) && stop_pid mosquitto "$p" "$(mosquitto_marker)" 30; rm -f "$MOSQ_DIR/pid"; }
-mosquitto_describe() { echo "mqtt://$HOST:$MOSQUITTO_PORT ws://$HOST:$MOSQUITTO_WS_PORT/mqtt"; }
+mosquitto_describe() {
+    echo "mqtt://$HOST:$MOSQUITTO_PORT ws://$HOST:$MOSQUITTO_WS_PORT/mqtt" \
+        "mqtts://$HOST:$MOSQUITTO_TLS_PORT wss://$HOST:$MOSQUITTO_WSS_PORT/mqtt"
+}
 
 mosquitto_reload() {
     local p
@@ -1015,6 +1058,9 @@ cmd_env() {
     cat <<EOF
 VOXWIRE_MQTT_URL=mqtt://$HOST:$MOSQUITTO_PORT
 VOXWIRE_WS_URL=ws://$HOST:$MOSQUITTO_WS_PORT/mqtt
+VOXWIRE_MQTTS_URL=mqtts://$HOST:$MOSQUITTO_TLS_PORT
+VOXWIRE_WSS_URL=wss://$HOST:$MOSQUITTO_WSS_PORT/mqtt
+VOXWIRE_MQTT_CA_FILE=$MOSQ_DIR/tls/ca.crt
 VOXWIRE_MQTT_USERNAME=$MQTT_USER
 VOXWIRE_MQTT_PASSWORD=$VOXWIRE_MQTT_PASSWORD
 VOXWIRE_KAFKA_BOOTSTRAP=$HOST:$KAFKA_PORT

@@ -43,6 +43,10 @@ class Settings(BaseModel):
     max_audio_s: float = Field(default=4 * 3600, gt=0)
     message_expiry_s: int = Field(default=24 * 3600, ge=1)
     max_prompts: int = Field(default=50, ge=0)
+    rate_limit_per_s: float = Field(
+        default=20.0, gt=0, description="HTTP requests a second per tenant, sustained"
+    )
+    rate_limit_burst: int = Field(default=60, ge=1, description="HTTP requests at once per tenant")
     token_secret: SecretStr = Field(
         default=SecretStr(""),
         description="signs browser session tokens (hex, 32+ bytes); empty: data_dir/token.secret",
@@ -57,7 +61,12 @@ class Settings(BaseModel):
     )
 
     # distributed mode: the servers (see `scripts/services.sh env`)
-    mqtt_url: str = "mqtt://127.0.0.1:11883"
+    mqtt_url: str = Field(
+        default="mqtt://127.0.0.1:11883", description="mqtt:// or, with TLS, mqtts://"
+    )
+    mqtt_ca_file: Path | None = Field(
+        default=None, description="CA certificate that signed the broker's (mqtts://)"
+    )
     ws_url: str = "ws://127.0.0.1:18083/mqtt"
     mqtt_username: str = "voxwire-service"
     mqtt_password: SecretStr = SecretStr("")

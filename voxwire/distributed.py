@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
@@ -35,7 +36,7 @@ from voxwire.bus import Bus
 from voxwire.bus.kafka import KafkaBus
 from voxwire.bus.namespaced import NamespacedBus
 from voxwire.config import Settings
-from voxwire.errors import MqttError
+from voxwire.errors import ConfigError, MqttError
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.models import registry
 from voxwire.search.opensearch import OpenSearchIndex
@@ -57,7 +58,23 @@ def instance_name(role: str) -> str:
 
 def broker_address(settings: Settings) -> tuple[str, int]:
     parts = urlsplit(settings.mqtt_url)
-    return parts.hostname or "127.0.0.1", parts.port or 1883
+    tls = parts.scheme == "mqtts"
+    return parts.hostname or "127.0.0.1", parts.port or (8883 if tls else 1883)
+
+
+def broker_tls(settings: Settings) -> ssl.SSLContext | None:
+    """TLS for voxwire's own broker connections when ``mqtt_url`` is ``mqtts://``,
+    verifying the broker with ``mqtt_ca_file`` (or the system's CAs)."""
+    scheme = urlsplit(settings.mqtt_url).scheme
+    if scheme not in ("mqtt", "mqtts"):
+        raise ConfigError(
+            f"mqtt_url {settings.mqtt_url!r} must start with mqtt:// or mqtts://",
+            hint="set VOXWIRE_MQTT_URL",
+        )
+    if scheme == "mqtt":
+        return None
+    cafile = str(settings.mqtt_ca_file) if settings.mqtt_ca_file else None
+    return ssl.create_default_context(cafile=cafile)
 
 
 @contextlib.asynccontextmanager
@@ -84,7 +101,11 @@ async def open_store(settings: Settings) -> AsyncIterator[PostgresStore]:
 async def open_access(settings: Settings) -> AsyncIterator[DynsecAccess]:
     host, port = broker_address(settings)
     access = DynsecAccess(
-        host, port, settings.mqtt_username, settings.mqtt_password.get_secret_value()
+        host,
+        port,
+        settings.mqtt_username,
+        settings.mqtt_password.get_secret_value(),
+        tls=broker_tls(settings),
     )
     await asyncio.to_thread(access.connect)
     try:
@@ -171,6 +192,7 @@ async def run_bridge(settings: Settings) -> None:
         password=password,
         session_expiry_s=60,
         max_inflight=1000,
+        tls=broker_tls(settings),
     )
     await asyncio.to_thread(publisher.connect)
     hot = HotState.open(settings.redis_url.get_secret_value(), prefix=f"vx{settings.namespace}")
@@ -194,6 +216,7 @@ async def run_bridge(settings: Settings) -> None:
                 share_group=f"{SHARE_GROUP}-{ns}" if ns else SHARE_GROUP,
                 username=settings.mqtt_username,
                 password=password,
+                tls=broker_tls(settings),
             )
             await first_failure(relay.run(), ingest.run(), indexer.run(), queries.run())
     finally:

@@ -15,6 +15,7 @@ and carry the session id when there is one::
     │   └── AudioTooLongError
     ├── EngineError              transcription failed inside an engine
     ├── AuthError                missing or invalid credentials
+    ├── RateLimitedError         too many requests from one caller (voxwire.ratelimit)
     │   └── TokenError           a session token not ours, tampered with or expired
     ├── NotFoundError            a session, key or model that does not exist
     ├── ConflictError            a request the session's state does not allow now

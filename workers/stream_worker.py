@@ -61,7 +61,7 @@ from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession,
 from voxwire.workers.vad import SileroVad, Vad
 from voxwire_client.api import PromptChange, StreamRequest
 from voxwire_client.messages import Message, SegmentMessage, encode_message
-from voxwire_client.topics import parse_audio_topic
+from voxwire_client.topics import parse_audio_topic, validate_sid
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,10 @@ class StreamStart:
 
     @classmethod
     def decode(cls, data: bytes) -> StreamStart:
+        """Raises ValueError (a ValidationError, an unsafe sid), KeyError or TypeError."""
         body = json.loads(data)
-        return cls(body["sid"], body["tenant_id"], StreamRequest.model_validate(body["request"]))
+        request = StreamRequest.model_validate(body["request"])
+        return cls(validate_sid(str(body["sid"])), str(body["tenant_id"]), request)
 
 
 class StreamWorker:
@@ -138,6 +140,7 @@ class StreamWorker:
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running_rank = _IDLE  # of the item the engine thread runs
+        self._served: dict[str, float] = {}  # when each session's last item began
         self._preempt = threading.Event()  # a more urgent item was queued meanwhile
         self.ignored = 0
 
@@ -372,6 +375,7 @@ class StreamWorker:
         self._starts.pop(sid, None)
         self._partitions.pop(sid, None)
         self._settled.pop(sid, None)
+        self._served.pop(sid, None)
         self._ending.discard(sid)
 
     def _settled_records(self, finished: list[str]) -> list[Record]:
@@ -401,8 +405,11 @@ class StreamWorker:
         while True:
             self._running_rank = _IDLE
             self._preempt.clear()
+            # Most urgent kind first; within a kind, the session served longest
+            # ago, so a session with a backlog (audio sent faster than real
+            # time) takes turns with the others instead of going before them.
             ranked = [
-                (rank, sid)
+                (rank[0], self._served.get(sid, 0.0), rank[1], sid)
                 for sid, session in list(self._sessions.items())
                 if sid not in moved
                 and sid not in finished
@@ -410,7 +417,8 @@ class StreamWorker:
             ]
             if not ranked:
                 break
-            (self._running_rank, _), sid = min(ranked)
+            self._running_rank, _, _, sid = min(ranked)
+            self._served[sid] = time.monotonic()
             try:
                 self._sessions[sid].run_next()
             except _SessionMoved:

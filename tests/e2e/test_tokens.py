@@ -3,11 +3,14 @@ it names, through the real broker (embedded, or Mosquitto's dynamic security).""
 
 from __future__ import annotations
 
+import logging
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
+from tests.distributed import DistributedPlatform
 from tests.helpers import Listener, PlatformThread
 from voxwire_client.topics import session_filter
 
@@ -64,3 +67,50 @@ def test_a_token_is_only_for_the_callers_own_sessions(platform: PlatformThread) 
     assert response.status_code == 401
     for body in ({"sids": []}, {"sids": [mine], "ttl_s": 10**6}, {"sids": ["a/+/#"]}, {}):
         assert _post(platform, "/v1/tokens", body).status_code == 422, body
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+def test_secrets_never_reach_the_logs(platform: PlatformThread | DistributedPlatform) -> None:
+    """Keys, tokens and server passwords, used rightly and wrongly, appear in no
+    log line of any voxwire process."""
+    capture = _Capture()
+    logging.getLogger().addHandler(capture)
+    try:
+        sid = _stream(platform)
+        grant = _post(platform, "/v1/tokens", {"sids": [sid]}).json()
+        for username, password in (
+            (grant["username"], grant["token"]),
+            ("", platform.api_key),
+            ("", platform.api_key[:-3] + "xyz"),  # a wrong key
+            (grant["username"], grant["token"][:-3] + "xyz"),  # a forged token
+        ):
+            listener = Listener(platform.mqtt_port, password, username=username, client_id="s")
+            listener.connect()
+            listener.close()
+        wrong = httpx.get(
+            f"{platform.url}/v1/sessions", headers={"Authorization": "Bearer vxk_abc_wrong"}
+        )
+        assert wrong.status_code == 401
+    finally:
+        logging.getLogger().removeHandler(capture)
+    secrets = [platform.api_key, grant["token"], "vxk_abc_wrong"]
+    text = "\n".join(capture.lines)
+    if isinstance(platform, DistributedPlatform):
+        env = platform.env
+        secrets += [
+            env["VOXWIRE_MQTT_PASSWORD"],
+            str(urlsplit(env["VOXWIRE_POSTGRES_DSN"]).password),
+            str(urlsplit(env["VOXWIRE_REDIS_URL"]).password),
+        ]
+        text += "\n".join(p.read_text(errors="replace") for p in platform.log_dir.glob("*.log"))
+    assert text.strip(), "no log lines were captured: the check would prove nothing"
+    for secret in secrets:
+        assert secret not in text, f"a secret ({secret[:6]}...) is in the logs"

@@ -11,13 +11,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from tests.unit.gateway_app import gateway_client
 from voxwire.access import SERVICE_USER
 from voxwire.auth import generate_key
-from voxwire.blobs import LocalBlobStore
-from voxwire.bus import MemoryBus
-from voxwire.config import Settings
-from voxwire.gateway.app import GatewayContext, create_app
-from voxwire.search.sqlite_fts import SqliteSearchIndex
 from voxwire.store import SessionRecord, SqliteStore
 from voxwire.tokens import TokenIssuer
 from voxwire_client.messages import SessionStatus
@@ -42,17 +38,10 @@ async def hooks(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, dict[s
             SessionRecord(sid=sid, tenant_id=tenant.id, status=SessionStatus.QUEUED,
                           created_at=datetime.now(UTC))
         )  # fmt: skip
-    settings = Settings(
-        data_dir=tmp_path, hook_secret=SecretStr(HOOK), mqtt_password=SecretStr(SERVICE)
-    )
     tokens = TokenIssuer(b"t" * 32)
     keys["token"] = tokens.issue(alice.id, ["s_alice"], 600).token
-    context = GatewayContext(
-        settings, store, MemoryBus(), LocalBlobStore(tmp_path / "blobs"), 0,
-        SqliteSearchIndex(tmp_path / "search.sqlite3"), tokens=tokens,
-    )  # fmt: skip
-    transport = httpx.ASGITransport(app=create_app(context))
-    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+    hooks = {"hook_secret": SecretStr(HOOK), "mqtt_password": SecretStr(SERVICE)}
+    async with gateway_client(tmp_path, store, tokens, **hooks) as client:
         yield client, keys
 
 

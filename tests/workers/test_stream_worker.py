@@ -5,8 +5,10 @@ runs on Kafka in tests/distributed_mode/test_stream_takeover.py)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from tests.workers.test_stream_pipeline import CHUNK_MS, EnergyVad, ScriptedEngine, bursts, pcm
@@ -222,3 +224,91 @@ async def test_a_redacting_stream_sends_no_card_number() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
     texts = [m.segment.text for m in out if isinstance(m, SegmentMessage)]
     assert texts and all(t == "my card is **** **** **** ****" for t in texts), texts
+
+
+async def test_garbage_on_the_audio_topic_leaves_a_neighbouring_stream_unaffected() -> None:
+    """Malformed records, foreign topics, hostile keys, bad control messages and
+    odd-length audio for another session: the worker goes on, the other session
+    gets a clear error, and the neighbour's transcript comes out whole."""
+    bus, out = OwnedBus(), []
+    engine = ScriptedEngine(lambda a: "the quarterly budget")
+    worker = StreamWorker(bus, engine, EngineOptions(), vad_factory=EnergyVad)
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await _until(lambda: bus.audio is not None)
+    for sid in ("ok1", "bad1"):
+        start = StreamStart(sid, "t1", StreamRequest())
+        await bus.produce(
+            AUDIO_TOPIC, sid, envelope(f"stream/{sid}/start", start.encode(), "gateway")
+        )
+    garbage = [
+        ("bad1", b"\x00\xff not json"),
+        ("bad1", b'{"topic": "audio/bad1/chunk/0"}'),
+        ("bad1", b'{"topic": "audio/bad1/chunk/0", "payload": "***"}'),
+        ("bad1", b"[1, 2, 3]"),
+        ("a/+/#", envelope("audio/a/+/#/chunk/0", b"\x00\x00")),
+        ("ok1", envelope("audio/bad1/chunk/0", b"\x00\x00")),  # another session's topic
+        ("bad1", envelope("audio/bad1/chunk/0", b"\x00")),  # odd length: not PCM16
+        ("bad1", envelope("audio/bad1/control", b"{not json")),
+        ("bad1", envelope("audio/bad1/control", b'{"type": "prompts", "add": 7}')),
+        ("ok1", envelope("stream/ok1/start", b"{}", "mqtt")),  # a start not from the gateway
+    ]
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    chunks = [data[i : i + size] for i in range(0, len(data), size)]
+    for n, chunk in enumerate(chunks):
+        await bus.produce(AUDIO_TOPIC, "ok1", envelope(f"audio/ok1/chunk/{n}", chunk))
+        key, value = garbage[n % len(garbage)]
+        await bus.produce(AUDIO_TOPIC, key, value)
+    await bus.produce(AUDIO_TOPIC, "ok1", envelope("audio/ok1/control", b'{"type": "end"}'))
+    await _until(lambda: any(isinstance(m, TranscriptMessage) and m.sid == "ok1" for m in out))
+    assert not any(t.done() for t in tasks)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    finals = [m for m in out if isinstance(m, SegmentMessage) and m.sid == "ok1"]
+    assert [m.type for m in finals].count("final") == 3
+    assert not any(m.type == "error" for m in out if m.sid == "ok1")
+    errors = [m for m in out if m.type == "error" and m.sid == "bad1"]
+    assert errors and all(not m.fatal for m in errors)  # type: ignore[attr-defined]
+    assert worker.ignored >= 2
+
+
+class SlowEngine(ScriptedEngine):
+    """Takes real time per call, as a real engine does."""
+
+    def transcribe(self, audio, options, on_segment=None, abort=None):  # type: ignore[no-untyped-def]
+        time.sleep(0.03)
+        return super().transcribe(audio, options, on_segment, abort)
+
+
+async def _flood_and_calm(worker: StreamWorker, bus: OwnedBus, out: list[Message]) -> list[str]:
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await _until(lambda: bus.audio is not None)
+    size = CHUNK_MS * 32
+    for sid, repeats in (("flood", 6), ("calm", 1)):
+        start = StreamStart(sid, "t1", StreamRequest(partial_interval_s=0))
+        await bus.produce(
+            AUDIO_TOPIC, sid, envelope(f"stream/{sid}/start", start.encode(), "gateway")
+        )
+        data = pcm(np.concatenate([bursts()] * repeats))
+        for n, i in enumerate(range(0, len(data), size)):
+            await bus.produce(
+                AUDIO_TOPIC, sid, envelope(f"audio/{sid}/chunk/{n}", data[i : i + size])
+            )
+        await bus.produce(AUDIO_TOPIC, sid, envelope(f"audio/{sid}/control", b'{"type": "end"}'))
+    await _until(lambda: sum(isinstance(m, TranscriptMessage) for m in out) == 2, timeout=60)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return [m.sid for m in out if isinstance(m, SegmentMessage) and m.type == "final"]
+
+
+async def test_a_session_sending_faster_than_real_time_takes_turns_with_the_others() -> None:
+    """A client that sends minutes of audio at once queues many finals; a session
+    that starts after it still gets its finals between them, not after them all."""
+    bus, out = OwnedBus(), []
+    worker = StreamWorker(bus, SlowEngine(), EngineOptions(), vad_factory=EnergyVad)
+    order = await _flood_and_calm(worker, bus, out)
+    assert order.count("flood") == 18 and order.count("calm") == 3
+    last_calm = max(i for i, sid in enumerate(order) if sid == "calm")
+    assert order[last_calm + 1 :].count("flood") >= 6, order

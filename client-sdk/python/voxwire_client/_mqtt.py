@@ -82,6 +82,8 @@ class SessionSubscription:
         protocol: MQTTProtocolVersion,
         on_payload: Callable[[bytes], None],
         on_connect: Callable[[Exception | None], None],
+        *,
+        ca_file: str | None = None,
     ) -> None:
         self._address = parse_broker_url(url)
         self._sid = sid
@@ -99,7 +101,7 @@ class SessionSubscription:
         if address.transport == "websockets":
             client.ws_set_options(path=address.path)
         if address.tls:
-            client.tls_set(cert_reqs=ssl.CERT_REQUIRED)
+            client.tls_set(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED)
         client.username_pw_set(mqtt_username(api_key), api_key)
         client.reconnect_delay_set(1, 5)
         client.on_connect = self._handle_connect

@@ -106,6 +106,7 @@ class AsyncClient:
         *,
         config: ClientConfig | None = None,
         timeout: float = 60.0,
+        mqtt_ca_file: str | None = None,
     ) -> None:
         base = config or load_config()
         self.config = ClientConfig(
@@ -113,6 +114,7 @@ class AsyncClient:
             api_key=api_key or base.api_key,
             mqtt_url=mqtt_url or base.mqtt_url,
             ws_url=base.ws_url,
+            mqtt_ca_file=mqtt_ca_file or base.mqtt_ca_file,
         )
         key = self.config.require_key()
         self._http = httpx.AsyncClient(
@@ -283,6 +285,7 @@ class AsyncClient:
                 protocol,
                 on_payload=lambda payload: _post(loop, inbox, payload),
                 on_connect=on_connect,
+                ca_file=self.config.mqtt_ca_file,
             )
             subscription.begin()
             try:

@@ -26,6 +26,7 @@ _ENV = {
     "api_key": "VOXWIRE_API_KEY",
     "mqtt_url": "VOXWIRE_MQTT_URL",
     "ws_url": "VOXWIRE_WS_URL",
+    "mqtt_ca_file": "VOXWIRE_MQTT_CA_FILE",
 }
 
 
@@ -35,6 +36,8 @@ class ClientConfig:
     api_key: str | None = None
     mqtt_url: str = DEFAULT_MQTT_URL
     ws_url: str = DEFAULT_WS_URL
+    mqtt_ca_file: str | None = None
+    """The CA certificate that signed the broker's (mqtts:// or wss://); None: the system's."""
 
     def require_key(self) -> str:
         if not self.api_key:
@@ -82,6 +85,7 @@ def save_config(config: ClientConfig, path: Path | None = None) -> Path:
         "api_key": config.api_key,
         "mqtt_url": config.mqtt_url,
         "ws_url": config.ws_url,
+        "mqtt_ca_file": config.mqtt_ca_file,
     }
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
