@@ -88,6 +88,9 @@ NOISY_LOGGERS = ("amqtt", "transitions", f"{__name__}.websockets")
 _AMQTT_VERSION = "0.12.1"
 _PRINCIPAL_KEY = "voxwire.principal"
 _MAX_CONNECT_BYTES = 64 * 1024
+MAX_PACKET_BYTES = 1024 * 1024 + 1024
+"""Larger packets end the connection (as Mosquitto's ``max_packet_size``): a
+chunk of audio is well under 1 MB."""
 _SUBACK_FAILURE = 0x80
 
 # CONNACK return codes (MQTT 3.1.1 section 3.2.2.3) and the MQTT 5 refusal.
@@ -204,13 +207,28 @@ async def _read_first_packet(reader: ReaderAdapter) -> tuple[bytes, bytes]:
 
 
 class _ReplayReader(ReaderAdapter):  # type: ignore[misc]  # amqtt is untyped
-    """Serves the bytes the gate already read, then the connection's own."""
+    """Serves the bytes the gate already read, then the connection's own; a
+    read of more than ``MAX_PACKET_BYTES`` (a packet's body: amqtt reads it in
+    one call) ends the connection instead."""
 
-    def __init__(self, first: bytes, inner: ReaderAdapter) -> None:
+    def __init__(
+        self, first: bytes, inner: ReaderAdapter, writer: WriterAdapter, peer: tuple[str, int]
+    ) -> None:
         self._buffer = first
         self._inner = inner
+        self._writer = writer
+        self._peer = peer
 
     async def read(self, n: int = -1) -> bytes:
+        if n > MAX_PACKET_BYTES:
+            log.warning(
+                "closing MQTT connection from %s:%s: a packet of %d bytes (limit %d)",
+                *self._peer,
+                n,
+                MAX_PACKET_BYTES,
+            )
+            await _close(self._writer)
+            raise NoDataError("packet too large")
         if not self._buffer:
             return bytes(await self._inner.read(n))
         if 0 <= n <= len(self._buffer):
@@ -370,7 +388,9 @@ class _Broker(Broker):  # type: ignore[misc]
             await _close(writer)
             return
         try:
-            await self.external_connected(_ReplayReader(first, reader), writer, listener_name)
+            await self.external_connected(
+                _ReplayReader(first, reader, writer, peer), writer, listener_name
+            )
         except (OSError, NoDataError) as exc:
             log.debug("MQTT connection from %s:%s ended: %r", *peer, exc)
         finally:

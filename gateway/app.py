@@ -8,8 +8,9 @@ import asyncio
 import logging
 import math
 import mimetypes
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
@@ -27,6 +28,7 @@ from voxwire.errors import (
     NotFoundError,
     VoxwireError,
 )
+from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
@@ -295,7 +297,13 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         media = mimetypes.guess_type(key)[0] or "application/octet-stream"
         return Response(content=data, media_type=media)
 
+    app.add_middleware(BodyLimit, exempt=_is_upload)
     return app
+
+
+def _is_upload(scope: MutableMapping[str, Any]) -> bool:
+    """The upload reads its body itself, within ``max_upload_mb``."""
+    return bool(scope["method"] == "POST" and scope["path"] == "/v1/sessions")
 
 
 async def _read_limited(file: UploadFile, uploads: UploadService) -> bytes:

@@ -7,6 +7,7 @@ Users in these tests: ``alice`` owns ``transcription/a1/...``, ``bob`` owns
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 
-from voxwire.broker.embedded import EmbeddedBroker, parse_connect
+from voxwire.broker.embedded import MAX_PACKET_BYTES, EmbeddedBroker, parse_connect
 from voxwire.errors import MqttError
 
 from .conftest import (
@@ -298,3 +299,20 @@ def test_no_message_is_lost_while_other_clients_subscribe(make_client: Make) -> 
         if message is not None:
             received.add(int(message.payload))
     assert len(received) == count, f"lost {count - len(received)} of {count}"
+
+
+def test_an_oversized_packet_ends_only_its_own_connection(make_client: Make) -> None:
+    alice = make_client("alice-1", "alice", "alice-pw")
+    assert not alice.connect().is_failure
+    assert alice.subscribe("transcription/a1/+") == [1]
+    mallory = make_client("alice-2", "alice", "alice-pw")
+    assert not mallory.connect().is_failure
+    disconnected = threading.Event()
+    mallory.client.on_disconnect = lambda *_: disconnected.set()
+    mallory.client.publish("audio/a1/chunk/0", b"\x00" * (MAX_PACKET_BYTES + 1), qos=1)
+    assert disconnected.wait(10), "the broker kept a client that sent an oversized packet"
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    service.publish("transcription/a1/result", b"still here")
+    message = alice.next_message()
+    assert message is not None and message.payload == b"still here"
