@@ -103,7 +103,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         "over MQTT on transcription/<sid>/result|progress|match.",
     )
     uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
-    streams = StreamService(ctx.store, ctx.bus, ctx.access, redact=ctx.settings.redact)
+    streams = StreamService(ctx.store, ctx.bus, ctx.access, ctx.settings)
     settings = ctx.settings
     limits = RateLimits(settings.rate_limit_per_s, settings.rate_limit_burst)
     tokens = ctx.tokens or issuer_for(settings.token_secret.get_secret_value(), settings.data_dir)

@@ -6,30 +6,29 @@ from __future__ import annotations
 from voxwire.bridge.ingest import envelope
 from voxwire.broker.dynsec import AccessControl
 from voxwire.bus import Bus
+from voxwire.config import Settings
 from voxwire.errors import ConflictError
 from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.gateway.uploads import check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.workers.stream_pipeline import MAX_PROMPTS
 from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart
-from voxwire_client.api import PromptChange, RedactMode, StreamRequest
+from voxwire_client.api import PromptChange, StreamRequest
 from voxwire_client.messages import ProgressMessage, SessionStatus
 from voxwire_client.topics import audio_control_topic
 
 
 class StreamService:
-    def __init__(
-        self, store: Store, bus: Bus, access: AccessControl, *, redact: RedactMode = RedactMode.OFF
-    ) -> None:
+    def __init__(self, store: Store, bus: Bus, access: AccessControl, settings: Settings) -> None:
         self._store = store
         self._bus = bus
         self._access = access
-        self._redact = redact
+        self._settings = settings
 
     async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
         check_prompts(request.prompts, MAX_PROMPTS)
-        if request.redact is None:
-            request = request.model_copy(update={"redact": self._redact})
+        redact = self._settings.redact_for(tenant.name, request.redact)
+        request = request.model_copy(update={"redact": redact})
         sid = await open_session(self._store, self._access, tenant, prompts=request.prompts)
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(

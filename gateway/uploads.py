@@ -52,9 +52,10 @@ class Accepted:
     session: SessionRecord
 
 
-def redact_mode(raw: str | None, default: RedactMode) -> RedactMode:
+def redact_mode(raw: str | None) -> RedactMode | None:
+    """The mode an upload asks for (None: it does not say)."""
     if raw is None or not raw.strip():
-        return default
+        return None
     try:
         return RedactMode(raw.strip().lower())
     except ValueError:
@@ -139,7 +140,7 @@ class UploadService:
         language = (upload.language or self._settings.language).strip().lower()
         if not language.isalpha() or len(language) > 8:
             raise InvalidRequestError(f"invalid language {language!r}", hint="use a code like 'en'")
-        redact = redact_mode(upload.redact, self._settings.redact)
+        redact = self._settings.redact_for(tenant.name, redact_mode(upload.redact))
         sid = await open_session(
             self._store,
             self._access,

@@ -7,13 +7,14 @@ e.g. ``VOXWIRE_HTTP_PORT=9000``.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from voxwire.errors import ConfigError
 from voxwire_client.api import RedactMode
@@ -47,6 +48,11 @@ class Settings(BaseModel):
         default=20.0, gt=0, description="HTTP requests a second per tenant, sustained"
     )
     rate_limit_burst: int = Field(default=60, ge=1, description="HTTP requests at once per tenant")
+    redact_tenants: dict[str, RedactMode] = Field(
+        default_factory=dict,
+        description="tenant name -> the least redaction its sessions get (a TOML table, or "
+        "JSON in VOXWIRE_REDACT_TENANTS)",
+    )
     token_secret: SecretStr = Field(
         default=SecretStr(""),
         description="signs browser session tokens (hex, 32+ bytes); empty: data_dir/token.secret",
@@ -109,6 +115,26 @@ class Settings(BaseModel):
     def search_db_path(self) -> Path:
         """The embedded search index (SQLite FTS5); rebuilt by ``voxwire search reindex``."""
         return self.data_dir / "search.sqlite3"
+
+    @field_validator("redact_tenants", mode="before")
+    @classmethod
+    def _json_in_the_environment(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f'not a JSON object like {{"acme": "mask"}}: {exc}') from exc
+        return value
+
+    def redact_for(self, tenant_name: str, requested: RedactMode | None) -> RedactMode:
+        """A session's redaction: what it asked for, else its tenant's, else the
+        platform's default; never less than its tenant's (a session cannot turn
+        off what its tenant requires)."""
+        floor = self.redact_tenants.get(tenant_name)
+        mode = requested or floor or self.redact
+        if mode is RedactMode.OFF and floor is not None:
+            return floor
+        return mode
 
     @property
     def blob_dir(self) -> Path:

@@ -18,12 +18,16 @@ from voxwire.tokens import TokenIssuer
 
 
 def gateway_client(
-    tmp_path: Path, store: SqliteStore, tokens: TokenIssuer | None = None, **settings: Any
+    tmp_path: Path,
+    store: SqliteStore,
+    tokens: TokenIssuer | None = None,
+    bus: MemoryBus | None = None,
+    **settings: Any,
 ) -> httpx.AsyncClient:
     context = GatewayContext(
         Settings(data_dir=tmp_path, **settings),
         store,
-        MemoryBus(),
+        bus or MemoryBus(),
         LocalBlobStore(tmp_path / "blobs"),
         0,
         SqliteSearchIndex(tmp_path / "search.sqlite3"),
