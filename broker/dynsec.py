@@ -201,21 +201,20 @@ class DynsecAccess:
 
         def go() -> None:
             self._ensure_role(tenant_id)
-            for acltype, topic in (
-                ("subscribePattern", f"transcription/{sid}/#"),
-                ("publishClientReceive", f"transcription/{sid}/#"),
-                ("publishClientSend", f"audio/{sid}/#"),
-            ):
-                self.command(
-                    "addRoleACL",
-                    rolename=role,
-                    acltype=acltype,
-                    topic=topic,
-                    allow=True,
-                    priority=0,
-                )
+            self._allow_session(role, sid)
 
         await asyncio.to_thread(go)
+
+    def _allow_session(self, role: str, sid: str) -> None:
+        """Let ``role`` follow session ``sid`` and send its audio."""
+        for acltype, topic in (
+            ("subscribePattern", f"transcription/{sid}/#"),
+            ("publishClientReceive", f"transcription/{sid}/#"),
+            ("publishClientSend", f"audio/{sid}/#"),
+        ):
+            self.command(
+                "addRoleACL", rolename=role, acltype=acltype, topic=topic, allow=True, priority=0
+            )
 
     async def add_token(self, grant: SessionToken) -> None:
         role = f"vx-{grant.username}"
@@ -223,15 +222,7 @@ class DynsecAccess:
         def go() -> None:
             self.command("createRole", rolename=role)
             for sid in sorted(grant.sids):
-                for acltype, topic in (
-                    ("subscribePattern", f"transcription/{sid}/#"),
-                    ("publishClientReceive", f"transcription/{sid}/#"),
-                    ("publishClientSend", f"audio/{sid}/#"),
-                ):
-                    self.command(
-                        "addRoleACL", rolename=role, acltype=acltype, topic=topic, allow=True,
-                        priority=0,
-                    )  # fmt: skip
+                self._allow_session(role, sid)
             self.command(
                 "createClient",
                 username=grant.username,
