@@ -366,6 +366,7 @@ class KafkaSubscription:
         self._fetches: deque[_Fetch] = deque()
         self._held: deque[Message] = deque()
         self._paused = False
+        self._pause_unsure = False  # partitions came with a pause state of their own
         self._dirty: dict[int, int] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._committing: deque[_Commit] = deque()
@@ -469,6 +470,8 @@ class KafkaSubscription:
                     raise self._failure
                 if self._close is not None:
                     break
+                if self._pause_unsure:
+                    self._set_paused(self._paused)
                 fetch = self._pending_fetch()
                 if fetch is not None:
                     self._serve(fetch)
@@ -667,10 +670,15 @@ class KafkaSubscription:
             else:
                 self._consumer.resume(partitions)
         self._paused = paused
+        self._pause_unsure = False
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         ids = {tp.partition for tp in partitions}
         self._assignment = self._assignment | ids
+        # A partition that was paused here, taken away and given back can come
+        # back paused (librdkafka keeps the flag), and nothing would resume it:
+        # once it is assigned, every partition gets this consumer's pause state.
+        self._pause_unsure = True
         log.info("%s (group %s): assigned partitions %s", self.topic, self.group, sorted(ids))
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
