@@ -81,8 +81,10 @@ class _Capture(logging.Handler):
 def test_secrets_never_reach_the_logs(platform: PlatformThread | DistributedPlatform) -> None:
     """Keys, tokens and server passwords, used rightly and wrongly, appear in no
     log line of any voxwire process."""
-    capture = _Capture()
-    logging.getLogger().addHandler(capture)
+    capture, root = _Capture(), logging.getLogger()
+    level = root.level
+    root.addHandler(capture)
+    root.setLevel(logging.DEBUG)  # everything voxwire logs in this process, debug included
     try:
         sid = _stream(platform)
         grant = _post(platform, "/v1/tokens", {"sids": [sid]}).json()
@@ -100,7 +102,8 @@ def test_secrets_never_reach_the_logs(platform: PlatformThread | DistributedPlat
         )
         assert wrong.status_code == 401
     finally:
-        logging.getLogger().removeHandler(capture)
+        root.removeHandler(capture)
+        root.setLevel(level)
     secrets = [platform.api_key, grant["token"], "vxk_abc_wrong"]
     text = "\n".join(capture.lines)
     if isinstance(platform, DistributedPlatform):
