@@ -72,6 +72,7 @@ from websockets.asyncio.server import Server as WebSocketServer
 from websockets.asyncio.server import serve as websockets_serve
 
 from voxwire.errors import MqttError
+from voxwire.ratelimit import RateLimits
 
 if TYPE_CHECKING:
     from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
@@ -89,6 +90,12 @@ _AMQTT_VERSION = "0.12.1"
 _PRINCIPAL_KEY = "voxwire.principal"
 _MAX_CONNECT_BYTES = 64 * 1024
 MAX_PACKET_BYTES = 1024 * 1024 + 1024
+CLIENT_BYTES_PER_S = 256 * 1024
+"""What one user's connection may send, sustained (live audio is 32 KB/s);
+beyond it the broker reads that connection more slowly (nothing is dropped:
+TCP holds the client back), as EMQX's ``bytes_rate`` does. Services are not
+limited."""
+CLIENT_BURST_BYTES = 4 * MAX_PACKET_BYTES
 """Larger packets end the connection (as Mosquitto's ``max_packet_size``): a
 chunk of audio is well under 1 MB."""
 _SUBACK_FAILURE = 0x80
@@ -212,12 +219,20 @@ class _ReplayReader(ReaderAdapter):  # type: ignore[misc]  # amqtt is untyped
     one call) ends the connection instead."""
 
     def __init__(
-        self, first: bytes, inner: ReaderAdapter, writer: WriterAdapter, peer: tuple[str, int]
+        self,
+        first: bytes,
+        inner: ReaderAdapter,
+        writer: WriterAdapter,
+        peer: tuple[str, int],
+        gate: _Gate,
+        limits: RateLimits | None,
     ) -> None:
         self._buffer = first
         self._inner = inner
         self._writer = writer
         self._peer = peer
+        self._gate = gate
+        self._limits = limits
 
     async def read(self, n: int = -1) -> bytes:
         if n > MAX_PACKET_BYTES:
@@ -229,6 +244,15 @@ class _ReplayReader(ReaderAdapter):  # type: ignore[misc]  # amqtt is untyped
             )
             await _close(self._writer)
             raise NoDataError("packet too large")
+        data = await self._read(n)
+        if self._limits is not None and data:
+            cost = min(len(data), self._limits.burst)
+            while wait := self._limits.take("connection", cost):
+                self._gate.throttled += 1
+                await asyncio.sleep(wait)
+        return data
+
+    async def _read(self, n: int) -> bytes:
         if not self._buffer:
             return bytes(await self._inner.read(n))
         if 0 <= n <= len(self._buffer):
@@ -262,6 +286,7 @@ class _Gate:
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.admitted: dict[tuple[str, int], Principal] = {}
+        self.throttled = 0  # times a user's connection was read more slowly
         # Credentials are checked on threads of their own, so a busy default
         # executor (engines, decoding) can never hold up a CONNECT.
         self.auth_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqtt-auth")
@@ -387,9 +412,15 @@ class _Broker(Broker):  # type: ignore[misc]
             log.debug("no MQTT CONNECT from %s:%s: %r", *peer, exc)
             await _close(writer)
             return
+        principal = self._gate.admitted.get(peer)
+        limits = None
+        if principal is None or not principal.is_service:
+            limits = RateLimits(CLIENT_BYTES_PER_S, CLIENT_BURST_BYTES)
         try:
             await self.external_connected(
-                _ReplayReader(first, reader, writer, peer), writer, listener_name
+                _ReplayReader(first, reader, writer, peer, self._gate, limits),
+                writer,
+                listener_name,
             )
         except (OSError, NoDataError) as exc:
             log.debug("MQTT connection from %s:%s ended: %r", *peer, exc)
@@ -538,6 +569,11 @@ class EmbeddedBroker:
     @property
     def running(self) -> bool:
         return self._broker is not None
+
+    @property
+    def throttled(self) -> int:
+        """How often a user's connection was read more slowly (``CLIENT_BYTES_PER_S``)."""
+        return self._gate.throttled
 
     @property
     def tcp_port(self) -> int:

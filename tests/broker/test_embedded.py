@@ -16,7 +16,13 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 
-from voxwire.broker.embedded import MAX_PACKET_BYTES, EmbeddedBroker, parse_connect
+from voxwire.broker.embedded import (
+    CLIENT_BURST_BYTES,
+    CLIENT_BYTES_PER_S,
+    MAX_PACKET_BYTES,
+    EmbeddedBroker,
+    parse_connect,
+)
 from voxwire.errors import MqttError
 
 from .conftest import (
@@ -316,3 +322,33 @@ def test_an_oversized_packet_ends_only_its_own_connection(make_client: Make) -> 
     service.publish("transcription/a1/result", b"still here")
     message = alice.next_message()
     assert message is not None and message.payload == b"still here"
+
+
+def test_a_client_sending_too_fast_is_slowed_down_not_dropped_nor_in_the_way(
+    make_client: Make, running_broker: RunningBroker
+) -> None:
+    """Past CLIENT_BYTES_PER_S (after a burst), the broker reads a user's
+    connection more slowly: every message still arrives, and another client's
+    message is not held behind the flood."""
+    service = make_client("svc-1", "service", "service-pw")
+    assert not service.connect().is_failure
+    assert service.subscribe("#") == [1]
+    flooder = make_client("alice-1", "alice", "alice-pw")
+    assert not flooder.connect().is_failure
+    neighbour = make_client("bob-1", "bob", "bob-pw")
+    assert not neighbour.connect().is_failure
+    chunk = b"\x00" * (64 * 1024)
+    count = (CLIENT_BURST_BYTES + CLIENT_BYTES_PER_S) // len(chunk) + 4
+    infos = [flooder.client.publish("transcription/a1/flood", chunk, qos=1) for _ in range(count)]
+    time.sleep(0.5)  # the burst is spent; the broker now reads the flood slowly
+    neighbour.publish("transcription/b2/hello", b"hi")
+    received = []
+    while len(received) < count + 1:
+        message = service.next_message(timeout=30)
+        assert message is not None, f"only {len(received)} of {count + 1} messages arrived"
+        received.append(message.topic)
+    for info in infos:
+        info.wait_for_publish(timeout=30)
+    assert received.count("transcription/a1/flood") == count
+    assert received.index("transcription/b2/hello") < len(received) - 1
+    assert running_broker.broker.throttled > 0
