@@ -374,24 +374,26 @@ class OpenSearchIndex:
         """One page of ``tenant_id``'s segments that answer ``query``, best first."""
         parsed = parse_query(query.q)
         limit = query.offset + query.size + 1  # one more: is there a next page?
-        result = await self._call(
-            self._client.search,
-            index=self.alias,
-            body=_search_body(tenant_id, query, parsed, limit, "segments"),
-        )
-        segment_hits = [h for doc in result["hits"]["hits"] for h in _segment_hits(doc)]
+        searches: list[dict[str, Any]] = [
+            {"index": self.alias},
+            _search_body(tenant_id, query, parsed, limit, "segments"),
+        ]
+        if spans_possible(parsed):  # both in one request
+            searches += [
+                {"index": self.alias},
+                _search_body(tenant_id, query, parsed, limit, "windows", per_doc=_WINDOWS_PER_DOC),
+            ]
+        answers = (await self._call(self._client.msearch, body=searches))["responses"]
+        for answer in answers:
+            if "error" in answer:
+                raise SearchIndexError(f"OpenSearch: {answer['error']}")
+        segment_hits = [h for doc in answers[0]["hits"]["hits"] for h in _segment_hits(doc)]
         spanning: list[SearchHit] = []
-        if spans_possible(parsed):
-            result = await self._call(
-                self._client.search,
-                index=self.alias,
-                body=_search_body(tenant_id, query, parsed, limit, "windows"),
-            )
-            for doc in result["hits"]["hits"]:
-                sid = str(doc["_source"]["sid"])
-                for inner in doc["inner_hits"]["windows"]["hits"]["hits"]:
-                    found = _SEGMENTS.validate_python(inner["_source"]["segments"])
-                    spanning += window_hits(sid, found, float(inner["_score"]), parsed, query)
+        for doc in answers[1]["hits"]["hits"] if len(answers) > 1 else []:
+            sid = str(doc["_source"]["sid"])
+            for inner in doc["inner_hits"]["windows"]["hits"]["hits"]:
+                found = _SEGMENTS.validate_python(inner["_source"]["segments"])
+                spanning += window_hits(sid, found, float(inner["_score"]), parsed, query)
         return page_of(segment_hits, spanning, query, parsed)
 
     async def close(self) -> None:
@@ -420,7 +422,13 @@ def _window_doc(window: TextWindow) -> dict[str, Any]:
 
 
 def _search_body(
-    tenant_id: str, query: SearchQuery, parsed: ParsedQuery, limit: int, path: str
+    tenant_id: str,
+    query: SearchQuery,
+    parsed: ParsedQuery,
+    limit: int,
+    path: str,
+    *,
+    per_doc: int | None = None,
 ) -> dict[str, Any]:
     """Sessions of the tenant with the filters on the document, and the nested
     items at ``path`` (segments or windows) that answer the query (with the
@@ -453,7 +461,7 @@ def _search_body(
         "path": path,
         "score_mode": "max",
         "query": {"bool": {"must": must, "filter": timing}},
-        "inner_hits": {"size": limit, "_source": fields},
+        "inner_hits": {"size": min(limit, per_doc or limit), "_source": fields},
     }
     return {
         "size": limit,
@@ -463,6 +471,9 @@ def _search_body(
 
 
 _HIT_FIELDS = [f"segments.{f}" for f in ("segment_id", "index", "start_ms", "end_ms", "text")]
+_WINDOWS_PER_DOC = 3
+"""Windows of one session read for words across segments: the best few (each
+carries its segments, and most hits lie within one segment anyway)."""
 
 
 def _segment_hits(doc: dict[str, Any]) -> list[SearchHit]:
