@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.redaction.labelled import Score, labelled, score  # noqa: E402
+from tests.redaction.labelled import labelled, scores  # noqa: E402
 from voxwire.matching import normalize  # noqa: E402
 from voxwire.redaction import Redactor  # noqa: E402
 from voxwire_client.api import RedactMode  # noqa: E402
@@ -37,17 +37,7 @@ def main() -> None:
     redactor.find("warm up 4111 1111 1111 1111")
     print(f"recognizers loaded in {time.perf_counter() - started:.2f} s")
 
-    by_entity: dict[str, Score] = {}
-    total = Score()
-    for item in labelled():
-        found = redactor.find(item.text)
-        score(item.expect, found, total)
-        for entity in {e for e, _, _ in item.expect} | {f.entity for f in found}:
-            score(
-                [e for e in item.expect if e[0] == entity],
-                [f for f in found if f.entity == entity],
-                by_entity.setdefault(entity, Score()),
-            )
+    by_entity, total = scores(redactor.find)
     print(f"\n{'entity':<15} {'precision':>9} {'recall':>7}")
     for entity, s in sorted(by_entity.items()):
         print(f"{entity:<15} {s.precision:>9.2f} {s.recall:>7.2f}")

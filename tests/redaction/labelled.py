@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,3 +63,19 @@ def score(expect: list[tuple[str, int, int]], found: list[Finding], into: Score)
             matched.add(hit)
             into.true_positive += 1
     into.false_negative += len(set(expect) - matched)
+
+
+def scores(find: Callable[[str], list[Finding]]) -> tuple[dict[str, Score], Score]:
+    """Precision and recall of ``find`` on the labelled set: per entity type, and in all."""
+    by_entity: dict[str, Score] = {}
+    total = Score()
+    for item in labelled():
+        found = find(item.text)
+        score(item.expect, found, total)
+        for entity in {e for e, _, _ in item.expect} | {f.entity for f in found}:
+            score(
+                [e for e in item.expect if e[0] == entity],
+                [f for f in found if f.entity == entity],
+                by_entity.setdefault(entity, Score()),
+            )
+    return by_entity, total

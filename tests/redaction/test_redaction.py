@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tests.helpers import EVAL_DIR
-from tests.redaction.labelled import Score, labelled, score
+from tests.redaction.labelled import labelled, scores
 from voxwire.redaction import REDACTIONS, Redactor
 from voxwire_client.api import RedactMode
 
@@ -23,17 +23,7 @@ def redactor() -> Redactor:
 
 
 def test_the_labelled_set_is_found_with_high_precision_and_recall(redactor: Redactor) -> None:
-    by_entity: dict[str, Score] = {}
-    total = Score()
-    for item in labelled():
-        found = redactor.find(item.text)
-        score(item.expect, found, total)
-        for entity in {e for e, _, _ in item.expect} | {f.entity for f in found}:
-            score(
-                [e for e in item.expect if e[0] == entity],
-                [f for f in found if f.entity == entity],
-                by_entity.setdefault(entity, Score()),
-            )
+    by_entity, total = scores(redactor.find)
     for entity, s in sorted(by_entity.items()):
         print(f"{entity:<15} precision {s.precision:.2f} recall {s.recall:.2f}")
     print(f"{'all':<15} precision {total.precision:.2f} recall {total.recall:.2f}")
