@@ -72,6 +72,7 @@ from websockets.asyncio.server import Server as WebSocketServer
 from websockets.asyncio.server import serve as websockets_serve
 
 from voxwire.errors import MqttError
+from voxwire.metrics import MQTT_THROTTLED
 from voxwire.ratelimit import RateLimits
 
 if TYPE_CHECKING:
@@ -249,6 +250,7 @@ class _ReplayReader(ReaderAdapter):  # type: ignore[misc]  # amqtt is untyped
             cost = min(len(data), self._limits.burst)
             while wait := self._limits.take("connection", cost):
                 self._gate.throttled += 1
+                MQTT_THROTTLED.inc()
                 await asyncio.sleep(wait)
         return data
 

@@ -1,6 +1,6 @@
 """The HTTP gateway (FastAPI): upload, session status, transcripts, history, search, health.
 
-Every route but ``/healthz`` needs an API key: ``Authorization: Bearer <key>``
+Every route but ``/healthz`` and ``/metrics`` needs an API key: ``Authorization: Bearer <key>``
 or ``X-API-Key: <key>``. Errors are JSON bodies of :class:`ErrorBody`.
 """
 
@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import voxwire
 from voxwire.blobs import BlobStore
@@ -32,6 +33,7 @@ from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
+from voxwire.metrics import RATE_LIMITED
 from voxwire.ratelimit import RateLimitedError, RateLimits
 from voxwire.search import SearchIndex, SearchQueryError
 from voxwire.store import SessionRecord, Store, Tenant
@@ -132,6 +134,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
                 hint="send 'Authorization: Bearer <key>'; create a key with `voxwire keys create`",
             )
         if wait := limits.take(found.id):
+            RATE_LIMITED.inc()
             raise RateLimitedError(f"too many requests for tenant {found.name}", retry_after_s=wait)
         return found
 
@@ -145,6 +148,11 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         return session
 
     Owned = Annotated[SessionRecord, Depends(owned_session)]
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    async def metrics() -> Response:
+        """This process's counters, Prometheus text format (no secrets, no session data)."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def health() -> Health:

@@ -44,6 +44,9 @@ class Settings(BaseModel):
     max_audio_s: float = Field(default=4 * 3600, gt=0)
     message_expiry_s: int = Field(default=24 * 3600, ge=1)
     max_prompts: int = Field(default=50, ge=0)
+    metrics_port: int | None = Field(
+        default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"
+    )
     rate_limit_per_s: float = Field(
         default=20.0, gt=0, description="HTTP requests a second per tenant, sustained"
     )

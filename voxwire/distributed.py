@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
+from voxwire import metrics
 from voxwire.auth import NewKey, generate_key
 from voxwire.blobs import open_blob_store
 from voxwire.bridge.indexer import SegmentIndexer
@@ -170,6 +171,8 @@ async def run_worker(settings: Settings) -> None:
     checkpoints = RedisCheckpoints.open(
         settings.redis_url.get_secret_value(), prefix=f"vx{settings.namespace}"
     )
+    if settings.metrics_port:
+        metrics.serve(settings.metrics_port, settings.host)
     async with open_bus(settings, "worker") as bus:
         worker = FileWorker(bus, open_blob_store(settings), engines[1:], options)
         streams = StreamWorker(bus, engines[0], options, checkpoints=checkpoints)

@@ -37,8 +37,8 @@ the words that make them personal can show in a partial: the "jane" of
 "jane dot doe at example dot com" until "dot" is said, and the street name of
 an address until its street type is said.
 
-Counts per entity type are kept (:data:`REDACTIONS`); the original text is
-never logged.
+Counts per entity type are kept (``voxwire_redactions_total`` in
+:mod:`voxwire.metrics`); the original text is never logged.
 """
 
 from __future__ import annotations
@@ -46,18 +46,15 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from voxwire.matching import normalize
+from voxwire.metrics import REDACTIONS
 from voxwire_client.api import RedactMode
 
 log = logging.getLogger(__name__)
-
-REDACTIONS: Counter[str] = Counter()
-"""Redactions made by this process, by entity type (metrics)."""
 
 MIN_SCORE = 0.4
 CONTEXT_BOOST = 0.35  # presidio's default context similarity factor
@@ -124,7 +121,7 @@ class Redactor:
 
     def redact(self, text: str, mode: RedactMode, *, partial: bool = False) -> str:
         """``text`` with what :meth:`find` finds masked or replaced (``mode``);
-        counts what a final had redacted in :data:`REDACTIONS`."""
+        counts what a final had redacted (:data:`voxwire.metrics.REDACTIONS`)."""
         if mode is RedactMode.OFF or not text:
             return text
         findings = self.find(text, partial=partial)
@@ -138,7 +135,7 @@ class Redactor:
                 out.append(f"[{f.entity if f.entity != 'PARTIAL' else 'REDACTED'}]")
             pos = f.end
             if not partial:
-                REDACTIONS[f.entity] += 1
+                REDACTIONS.labels(f.entity).inc()
         out.append(text[pos:])
         return "".join(out)
 

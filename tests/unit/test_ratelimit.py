@@ -57,3 +57,6 @@ async def test_a_flooding_tenant_gets_429_and_its_neighbour_does_not(tmp_path: P
         assert refused.json()["code"] == "rate_limited"
         assert int(refused.headers["retry-after"]) >= 1
         assert (await http.get("/v1/sessions", headers=keys["calm"])).status_code == 200
+        metrics = (await http.get("/metrics")).text  # no key needed; counts only
+        refused = [line for line in metrics.splitlines() if line.startswith("voxwire_http_rate")]
+        assert refused and float(refused[0].split()[-1]) >= 4

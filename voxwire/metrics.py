@@ -1,0 +1,24 @@
+"""Counters of what protects the platform, in the Prometheus text format.
+
+Every process keeps its own (``prometheus_client``'s default registry). The
+gateway serves them on ``GET /metrics`` (embedded mode: all of the platform's);
+in distributed mode a worker serves its own on ``metrics_port`` when set.
+No label ever carries text, a key or a session id.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, start_http_server
+
+REDACTIONS = Counter(
+    "voxwire_redactions", "Personal data taken out of finals, by entity type", ["entity"]
+)
+RATE_LIMITED = Counter("voxwire_http_rate_limited", "HTTP requests refused with 429")
+MQTT_THROTTLED = Counter(
+    "voxwire_mqtt_throttled", "Times a user's MQTT connection was read more slowly"
+)
+
+
+def serve(port: int, host: str = "127.0.0.1") -> None:
+    """Serve this process's metrics on ``http://host:port/metrics`` (a thread of its own)."""
+    start_http_server(port, addr=host)
