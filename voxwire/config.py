@@ -48,9 +48,13 @@ class Settings(BaseModel):
         default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"
     )
     rate_limit_per_s: float = Field(
-        default=20.0, gt=0, description="HTTP requests a second per tenant, sustained"
+        default=50.0, gt=0, description="HTTP requests a second per tenant, sustained"
     )
-    rate_limit_burst: int = Field(default=60, ge=1, description="HTTP requests at once per tenant")
+    rate_limit_burst: int = Field(
+        default=500,
+        ge=1,
+        description="HTTP requests at once per tenant (a client makes ~3 per file)",
+    )
     redact_tenants: dict[str, RedactMode] = Field(
         default_factory=dict,
         description="tenant name -> the least redaction its sessions get (a TOML table, or "
