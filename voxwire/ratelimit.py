@@ -27,7 +27,7 @@ class RateLimitedError(VoxwireError):
     code = "rate_limited"
 
     def __init__(self, message: str, *, retry_after_s: float, sid: str | None = None) -> None:
-        super().__init__(message, hint=f"retry in {retry_after_s:.1f} s", sid=sid)
+        super().__init__(message, hint=f"retry in {max(retry_after_s, 0.1):.1f} s", sid=sid)
         self.retry_after_s = retry_after_s
 
 

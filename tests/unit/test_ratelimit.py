@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.unit.gateway_app import gateway_client
 from voxwire.auth import generate_key
 from voxwire.ratelimit import RateLimits
 from voxwire.store import SqliteStore
+from voxwire_client import AsyncClient
 
 
 class Clock:
@@ -60,3 +62,19 @@ async def test_a_flooding_tenant_gets_429_and_its_neighbour_does_not(tmp_path: P
         metrics = (await http.get("/metrics")).text  # no key needed; counts only
         refused = [line for line in metrics.splitlines() if line.startswith("voxwire_http_rate")]
         assert refused and float(refused[0].split()[-1]) >= 4
+
+
+async def test_the_sdk_waits_out_a_429_and_goes_on(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "store.sqlite3")
+    tenant = await store.create_tenant("busy")
+    key = generate_key()
+    await store.add_api_key(tenant.id, key, "busy")
+    before = REGISTRY.get_sample_value("voxwire_http_rate_limited_total") or 0.0
+    async with gateway_client(tmp_path, store, rate_limit_per_s=4, rate_limit_burst=2) as http:
+        http.headers["Authorization"] = f"Bearer {key.plaintext}"
+        client = AsyncClient("http://gateway", key.plaintext, "mqtt://127.0.0.1:1")
+        await client._http.aclose()
+        client._http = http  # the SDK's requests go to the app in this process
+        created = [await client.start_stream() for _ in range(5)]
+    assert len({c.sid for c in created}) == 5
+    assert (REGISTRY.get_sample_value("voxwire_http_rate_limited_total") or 0.0) > before

@@ -141,6 +141,18 @@ class AsyncClient:
     # -- HTTP ---------------------------------------------------------------
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; a 429 (the tenant's rate limit) is waited out and sent
+        again, up to ``_RATE_LIMIT_RETRIES`` times (not an upload: its file was read)."""
+        for retry in range(_RATE_LIMIT_RETRIES + 1):
+            response = await self._send(method, path, **kwargs)
+            if response.status_code != 429 or retry == _RATE_LIMIT_RETRIES or "files" in kwargs:
+                break
+            await asyncio.sleep(_retry_after(response))
+        if response.status_code >= 400:
+            raise _api_error(response)
+        return response
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         # A GET is retried when a kept-alive connection was closed by the server just
         # as it was reused (a race every HTTP/1.1 client meets); a POST never is.
         attempts = 3 if method == "GET" else 1
@@ -155,8 +167,6 @@ class AsyncClient:
                 raise self._unreachable(exc) from exc
             except httpx.TransportError as exc:
                 raise self._unreachable(exc) from exc
-        if response.status_code >= 400:
-            raise _api_error(response)
         return response
 
     def _unreachable(self, exc: Exception) -> ConnectionFailedError:
@@ -175,13 +185,19 @@ class AsyncClient:
         data = {"prompts": json.dumps(specs)}
         if redact is not None:
             data["redact"] = RedactMode(redact).value
-        with path.open("rb") as fh:
-            response = await self._request(
-                "POST",
-                "/v1/sessions",
-                files={"file": (path.name, fh, "application/octet-stream")},
-                data=data,
-            )
+        for retry in range(_RATE_LIMIT_RETRIES + 1):
+            with path.open("rb") as fh:
+                response = await self._send(
+                    "POST",
+                    "/v1/sessions",
+                    files={"file": (path.name, fh, "application/octet-stream")},
+                    data=data,
+                )
+            if response.status_code != 429 or retry == _RATE_LIMIT_RETRIES:
+                break
+            await asyncio.sleep(_retry_after(response))
+        if response.status_code >= 400:
+            raise _api_error(response)
         return SessionCreated.model_validate_json(response.content)
 
     async def session(self, sid: str) -> SessionInfo:
@@ -411,6 +427,17 @@ def _post(
 ) -> None:
     """Hand ``item`` from paho's thread to the event loop's queue."""
     loop.call_soon_threadsafe(inbox.put_nowait, item)
+
+
+_RATE_LIMIT_RETRIES = 5
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """The seconds a 429 asks to wait (Retry-After), between 0.1 and 30."""
+    try:
+        return min(max(float(response.headers.get("retry-after", "1")), 0.1), 30.0)
+    except ValueError:
+        return 1.0
 
 
 def _api_error(response: httpx.Response) -> ApiError:
