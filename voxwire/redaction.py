@@ -44,7 +44,6 @@ Counts per entity type are kept (``voxwire_redactions_total`` in
 from __future__ import annotations
 
 import functools
-import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,8 +52,6 @@ from typing import Any
 from voxwire.matching import normalize
 from voxwire.metrics import REDACTIONS
 from voxwire_client.api import RedactMode
-
-log = logging.getLogger(__name__)
 
 MIN_SCORE = 0.4
 CONTEXT_BOOST = 0.35  # presidio's default context similarity factor
