@@ -133,12 +133,19 @@ launch() { # name cmd...
     die "$name: no pid file after launch"
 }
 
+# The process exists and is not a zombie.
+process_running() { # pid
+    kill -0 "$1" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]
+}
+
 # Wait until `probe` succeeds, failing early when the process dies.
-wait_ready() { # name pid marker probe-function
-    local name=$1 pid=$2 marker=$3 probe=$4 t0 deadline
+wait_ready() { # name pid marker probe-function (the marker is not needed: the pid is new)
+    local name=$1 pid=$2 probe=$4 t0 deadline
     t0=$(now_ms); deadline=$((t0 + WAIT * 1000))
     while :; do
-        if ! pid_alive "$pid" "$marker"; then
+        # Not the marker: while the launcher execs the server, its command line can read
+        # empty for a moment, and a live server was once taken for a dead one.
+        if ! process_running "$pid"; then
             say "$name: the process exited during start-up"
             log_tail "$name"
             return 1
