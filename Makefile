@@ -56,6 +56,7 @@ pytest: $(STAMP) services
 
 bench: $(STAMP) services
 	$(BIN)/voxwire models install
+	$(BIN)/python benchmarks/bench_engines.py
 	$(BIN)/python benchmarks/bench_files.py
 	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_bridge.py
 	$(BIN)/python benchmarks/bench_distributed_files.py

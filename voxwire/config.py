@@ -34,7 +34,7 @@ class Settings(BaseModel):
     mqtt_port: int = Field(default=1883, ge=0, le=65535)
     ws_port: int = Field(default=8083, ge=0, le=65535)
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("voxwire")))
-    engine: Literal["whispercpp"] = "whispercpp"
+    engine: Literal["whispercpp", "faster-whisper"] = "whispercpp"
     model: str = "tiny.en"
     language: str = "en"
     beam_size: int = Field(default=1, ge=1, le=8)

@@ -39,7 +39,6 @@ from voxwire.bus.namespaced import NamespacedBus
 from voxwire.config import Settings
 from voxwire.errors import ConfigError, MqttError
 from voxwire.gateway.app import GatewayContext, create_app
-from voxwire.models import registry
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire.store.hot import HotState
 from voxwire.store.postgres import PostgresStore
@@ -163,8 +162,7 @@ async def _sweep_tokens(access: DynsecAccess, every_s: float = 60.0) -> None:
 
 
 async def run_worker(settings: Settings) -> None:
-    model = registry.resolve(settings.model)
-    engines = [create_engine(settings.engine, model) for _ in range(settings.workers + 1)]
+    engines = [create_engine(settings.engine, settings.model) for _ in range(settings.workers + 1)]
     options = EngineOptions(
         language=settings.language, beam_size=settings.beam_size, threads=settings.threads
     )

@@ -29,7 +29,6 @@ from voxwire.bus import MemoryBus
 from voxwire.config import Settings
 from voxwire.errors import ConfigError
 from voxwire.gateway.app import GatewayContext, create_app
-from voxwire.models import registry
 from voxwire.search.sqlite_fts import SqliteSearchIndex
 from voxwire.store import SqliteStore
 from voxwire.tokens import issuer_for
@@ -80,7 +79,7 @@ class EmbeddedPlatform:
 
     def load_engines(self) -> None:
         """The file workers' engine instances, plus one for live streams."""
-        model = self._model_path or registry.resolve(self.settings.model)
+        model = self._model_path or self.settings.model  # each engine resolves a name
         self._engines = [
             create_engine(self.settings.engine, model) for _ in range(self.settings.workers + 1)
         ]

@@ -6,6 +6,7 @@ live in :mod:`voxwire.workers.engines` and are chosen by name in the config.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -43,6 +44,30 @@ class Segment:
 
 
 SegmentCallback = Callable[[Segment], None]
+
+# Non-speech markers whisper writes: [BLANK_AUDIO], [ Silence ], (music), ♪ ...
+_BRACKETED = re.compile(r"\[[^\]]*\]")
+_MARKERS_ONLY = re.compile(r"^[\s♪♫*.…-]*(\([^)]*\)[\s♪♫*.…-]*)*$")
+
+
+def clean_text(text: str) -> str:
+    """Segment text without non-speech markers; empty if nothing spoken is left."""
+    text = _BRACKETED.sub(" ", text)
+    if _MARKERS_ONLY.match(text):
+        return ""
+    return " ".join(text.split())
+
+
+def check_audio(audio: Audio) -> Audio:
+    """``audio`` as contiguous float32 mono samples; EngineError for anything else."""
+    if not np.issubdtype(np.asarray(audio).dtype, np.floating):
+        raise EngineError(f"expected float samples in [-1, 1], got {np.asarray(audio).dtype}")
+    samples = np.ascontiguousarray(audio, dtype=np.float32)
+    if samples.ndim != 1:
+        raise EngineError(f"expected mono samples (1-D), got shape {samples.shape}")
+    if not np.isfinite(samples).all():
+        raise EngineError("audio contains NaN or infinite samples")
+    return samples
 
 
 class TranscriptionAborted(EngineError):

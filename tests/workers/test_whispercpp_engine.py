@@ -14,9 +14,9 @@ import pytest
 
 from tests.models.conftest import JFK_ID, jfk_audio, reference_text, run_isolated, wer
 from voxwire.errors import ConfigError, EngineError
-from voxwire.workers.engine import SAMPLE_RATE, EngineOptions, Segment
+from voxwire.workers.engine import SAMPLE_RATE, EngineOptions, Segment, clean_text
 from voxwire.workers.engines import available, create_engine
-from voxwire.workers.engines.whispercpp import WhisperCppEngine, clean_text
+from voxwire.workers.engines.whispercpp import WhisperCppEngine
 
 OPTIONS = EngineOptions(language="en", beam_size=1, threads=2)
 

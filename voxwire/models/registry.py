@@ -147,6 +147,20 @@ def installed() -> list[ModelInfo]:
     return infos
 
 
+def resolve_ct2(name_or_path: str | Path) -> Path:
+    """The CTranslate2 checkpoint folder for a known name (the shipped weights,
+    whatever quantisation the name gives whisper.cpp) or a path to one."""
+    if isinstance(name_or_path, str) and name_or_path in KNOWN_MODELS:
+        return _checkpoint_dir()
+    path = Path(name_or_path).expanduser()
+    if not (path / "model.bin").is_file():
+        raise ModelError(
+            f"model {str(name_or_path)!r} is neither a known name nor a CTranslate2 folder",
+            hint=f"known models: {', '.join(KNOWN_MODELS)}",
+        )
+    return path
+
+
 def resolve(name_or_path: str | Path) -> Path:
     """The model file for a known name (built on first use) or a path to a ggml file.
 

