@@ -24,7 +24,10 @@ MAX_BODY_BYTES = 1024 * 1024
 
 class BodyLimit:
     def __init__(
-        self, app: App, max_bytes: int = MAX_BODY_BYTES, exempt: Callable[[Scope], bool] = bool
+        self,
+        app: App,
+        max_bytes: int = MAX_BODY_BYTES,
+        exempt: Callable[[Scope], bool] = lambda _scope: False,
     ) -> None:
         self._app = app
         self._max = max_bytes

@@ -28,12 +28,13 @@ setting is set, and EMQX must send it: ``Authorization: Bearer <secret>``.
 from __future__ import annotations
 
 import hmac
+import time
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from voxwire.access import SERVICE_USER, SessionAuthorizer
+from voxwire.access import SERVICE_USER, topic_rule
 from voxwire.auth import key_id_of
 from voxwire.broker.embedded import Principal
 from voxwire.errors import AuthError
@@ -88,7 +89,6 @@ def emqx_hooks(
             raise AuthError("not EMQX", hint="send the hook_secret as a bearer token")
 
     router = APIRouter(prefix="/internal/emqx", tags=["emqx"], dependencies=[Depends(from_emqx)])
-    rules = SessionAuthorizer(lambda sid: None)  # owners are looked up below, not here
 
     @router.post("/authn", response_model=AuthnResponse, response_model_exclude_none=True)
     async def authenticate(request: AuthnRequest) -> AuthnResponse:
@@ -126,7 +126,7 @@ def emqx_hooks(
         if tenant_id is None or request.action == "all":
             return AuthzResponse(result="deny")
         principal = Principal(name=tenant_id, key_id=request.username)
-        decision = rules.decide(principal, request.topic, request.action)
+        decision = topic_rule(principal, request.topic, request.action, time.time())
         if isinstance(decision, str):
             session = await store.get_session(decision)
             decision = session is not None and session.tenant_id == tenant_id

@@ -70,42 +70,44 @@ class SessionAuthorizer:
         Subscribe/receive: an own session's result topics, or ``transcription/<sid>/+``.
         Queries: a key publishes ``query/<its id>/<qid>/request`` and subscribes to
         ``query/<its id>/<qid>/result`` (or ``query/<its id>/+/result``)."""
-        decision = self.decide(principal, topic, action)
+        decision = topic_rule(principal, topic, action, self._now())
         if isinstance(decision, bool):
             return decision
         return self._owner_of(decision) == principal.name
 
-    def decide(self, principal: Principal, topic: str, action: Action) -> bool | str:
-        """True or False when the topic decides; else the session id whose owner
-        must be the principal's tenant (for callers that look owners up themselves)."""
-        if principal.is_service:
-            return True
-        if principal.expires_at is not None and self._now() >= principal.expires_at:
-            return False
-        if topic.startswith(f"{QUERY_ROOT}/"):
-            return self._own_query(principal, topic, action)
-        try:
-            sid = self._session_of(topic, action)
-        except ValueError:  # not a topic of this kind, or an unsafe session id
-            return False
-        if principal.sids is not None and sid not in principal.sids:
-            return False
-        return sid
 
-    @staticmethod
-    def _own_query(principal: Principal, topic: str, action: Action) -> bool:
-        parts = topic.split("/")
-        if len(parts) != 4 or principal.key_id is None or parts[1] != principal.key_id:
-            return False
-        if action == "publish":
-            return parts[3] == "request" and _SAFE.fullmatch(parts[2]) is not None
-        return parts[3] == "result" and (parts[2] == "+" or _SAFE.fullmatch(parts[2]) is not None)
+def topic_rule(principal: Principal, topic: str, action: Action, now: float) -> bool | str:
+    """The rules of :class:`SessionAuthorizer` up to the owner lookup: True or
+    False when the topic decides; else the session id whose owner must be the
+    principal's tenant (for callers that look owners up themselves)."""
+    if principal.is_service:
+        return True
+    if principal.expires_at is not None and now >= principal.expires_at:
+        return False
+    if topic.startswith(f"{QUERY_ROOT}/"):
+        return _own_query(principal, topic, action)
+    try:
+        sid = _session_of(topic, action)
+    except ValueError:  # not a topic of this kind, or an unsafe session id
+        return False
+    if principal.sids is not None and sid not in principal.sids:
+        return False
+    return sid
 
-    @staticmethod
-    def _session_of(topic: str, action: Action) -> str:
-        if action == "publish":
-            return parse_audio_topic(topic).sid
-        parts = topic.split("/")
-        if len(parts) != 3 or parts[0] != ROOT or parts[2] not in _KINDS:
-            raise ValueError(topic)
-        return validate_sid(parts[1])
+
+def _own_query(principal: Principal, topic: str, action: Action) -> bool:
+    parts = topic.split("/")
+    if len(parts) != 4 or principal.key_id is None or parts[1] != principal.key_id:
+        return False
+    if action == "publish":
+        return parts[3] == "request" and _SAFE.fullmatch(parts[2]) is not None
+    return parts[3] == "result" and (parts[2] == "+" or _SAFE.fullmatch(parts[2]) is not None)
+
+
+def _session_of(topic: str, action: Action) -> str:
+    if action == "publish":
+        return parse_audio_topic(topic).sid
+    parts = topic.split("/")
+    if len(parts) != 3 or parts[0] != ROOT or parts[2] not in _KINDS:
+        raise ValueError(topic)
+    return validate_sid(parts[1])

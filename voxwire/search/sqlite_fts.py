@@ -59,7 +59,28 @@ from voxwire_client.messages import SegmentData
 
 _T = TypeVar("_T")
 
-SCHEMA = """
+
+def _fts_over(table: str) -> str:
+    """An FTS5 index over ``table.norm`` (external content), kept in step by triggers."""
+    return f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS {table}_fts USING fts5(
+    norm, content='{table}', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER IF NOT EXISTS {table}_ai AFTER INSERT ON {table} BEGIN
+    INSERT INTO {table}_fts(rowid, norm) VALUES (new.id, new.norm);
+END;
+CREATE TRIGGER IF NOT EXISTS {table}_ad AFTER DELETE ON {table} BEGIN
+    INSERT INTO {table}_fts({table}_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
+END;
+CREATE TRIGGER IF NOT EXISTS {table}_au AFTER UPDATE ON {table} BEGIN
+    INSERT INTO {table}_fts({table}_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
+    INSERT INTO {table}_fts(rowid, norm) VALUES (new.id, new.norm);
+END;
+"""  # noqa: S608 (only this module's table names are interpolated)
+
+
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS sessions (
     tenant_id TEXT NOT NULL, sid TEXT NOT NULL, created_at TEXT NOT NULL, language TEXT,
     PRIMARY KEY (tenant_id, sid));
@@ -68,39 +89,18 @@ CREATE TABLE IF NOT EXISTS segments (
     segment_id TEXT NOT NULL, start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,
     text TEXT NOT NULL, norm TEXT NOT NULL,
     UNIQUE (tenant_id, sid, idx));
-CREATE VIRTUAL TABLE IF NOT EXISTS segments_fts USING fts5(
-    norm, content='segments', content_rowid='id',
-    tokenize='porter unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS segments_vocab USING fts5vocab(segments_fts, row);
-CREATE TRIGGER IF NOT EXISTS segments_ai AFTER INSERT ON segments BEGIN
-    INSERT INTO segments_fts(rowid, norm) VALUES (new.id, new.norm);
-END;
-CREATE TRIGGER IF NOT EXISTS segments_ad AFTER DELETE ON segments BEGIN
-    INSERT INTO segments_fts(segments_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
-END;
-CREATE TRIGGER IF NOT EXISTS segments_au AFTER UPDATE ON segments BEGIN
-    INSERT INTO segments_fts(segments_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
-    INSERT INTO segments_fts(rowid, norm) VALUES (new.id, new.norm);
-END;
 CREATE TABLE IF NOT EXISTS windows (
     id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, sid TEXT NOT NULL, idx INTEGER NOT NULL,
     start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, segments TEXT NOT NULL,
     norm TEXT NOT NULL,
     UNIQUE (tenant_id, sid, idx));
-CREATE VIRTUAL TABLE IF NOT EXISTS windows_fts USING fts5(
-    norm, content='windows', content_rowid='id',
-    tokenize='porter unicode61 remove_diacritics 2');
-CREATE TRIGGER IF NOT EXISTS windows_ai AFTER INSERT ON windows BEGIN
-    INSERT INTO windows_fts(rowid, norm) VALUES (new.id, new.norm);
-END;
-CREATE TRIGGER IF NOT EXISTS windows_ad AFTER DELETE ON windows BEGIN
-    INSERT INTO windows_fts(windows_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
-END;
-CREATE TRIGGER IF NOT EXISTS windows_au AFTER UPDATE ON windows BEGIN
-    INSERT INTO windows_fts(windows_fts, rowid, norm) VALUES ('delete', old.id, old.norm);
-    INSERT INTO windows_fts(rowid, norm) VALUES (new.id, new.norm);
-END;
 """
+    + _fts_over("segments")
+    + _fts_over("windows")
+    + """
+CREATE VIRTUAL TABLE IF NOT EXISTS segments_vocab USING fts5vocab(segments_fts, row);
+"""
+)
 
 _UPSERT_SEGMENT = """
 INSERT INTO segments (tenant_id, sid, idx, segment_id, start_ms, end_ms, text, norm)
