@@ -5,11 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := voxwire broker bridge workers gateway
+JS := client-sdk/js
+JS_STAMP := $(JS)/node_modules/.installed
 
-.PHONY: run test lint typecheck pytest bench contract models clean help services services-stop run-distributed
+.PHONY: run test test-js web lint typecheck pytest bench contract models clean help services services-stop run-distributed
 
 help:
-	@echo "make run     start voxwire (embedded: broker, workers, gateway) in the foreground"
+	@echo "make run     start voxwire (embedded: broker, workers, gateway, web app) in the foreground"
 	@echo "make test    lint, type-check and run the whole test suite"
 	@echo "make bench   print figures: raw engine vs pipeline, bridge vs MQTT ceiling, streams, VAD"
 	@echo "make contract  regenerate the AsyncAPI document and JSON Schemas"
@@ -23,7 +25,14 @@ $(STAMP): pyproject.toml client-sdk/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e client-sdk/python -e '.[dev]'
 	@touch $@
 
-run: $(STAMP)
+# the browser SDK's one dependency (mqtt.js), also served to the web app
+$(JS_STAMP): $(JS)/package.json $(JS)/package-lock.json
+	cd $(JS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+web: $(JS_STAMP)
+
+run: $(STAMP) $(JS_STAMP)
 	$(BIN)/voxwire up
 
 services:
@@ -32,13 +41,17 @@ services:
 services-stop:
 	scripts/services.sh stop
 
-run-distributed: $(STAMP) services
+run-distributed: $(STAMP) $(JS_STAMP) services
 	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/voxwire up --distributed
 
 models: $(STAMP)
 	$(BIN)/voxwire models install
 
-test: lint typecheck pytest
+test: lint typecheck test-js pytest
+
+# the browser SDK's unit tests, with Node's own runner
+test-js: $(JS_STAMP)
+	cd $(JS) && node --test test/*.test.js
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -50,7 +63,8 @@ typecheck: $(STAMP)
 	@for p in broker bridge workers gateway; do ln -s "$$PWD/$$p" build/typecheck/voxwire/$$p; done
 	MYPYPATH=build/typecheck:client-sdk/python $(BIN)/mypy -p voxwire -p voxwire_client
 
-pytest: $(STAMP) services
+pytest: $(STAMP) $(JS_STAMP) services
+	scripts/services.sh browser
 	$(BIN)/voxwire models install
 	$(BIN)/pytest -q
 

@@ -1,7 +1,10 @@
-"""The HTTP gateway (FastAPI): upload, session status, transcripts, history, search, health.
+"""The HTTP gateway (FastAPI): upload, session status, transcripts, history, search, health,
+and the web app (``/app/``).
 
-Every route but ``/healthz`` and ``/metrics`` needs an API key: ``Authorization: Bearer <key>``
-or ``X-API-Key: <key>``. Errors are JSON bodies of :class:`ErrorBody`.
+Every API route but ``/healthz`` and ``/metrics`` needs an API key: ``Authorization: Bearer
+<key>`` or ``X-API-Key: <key>``. The routes of one session (``/v1/sessions/{sid}...``) also
+take a session token from ``POST /v1/tokens`` that names it. Errors are JSON bodies of
+:class:`ErrorBody`.
 """
 
 import asyncio
@@ -33,11 +36,12 @@ from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
+from voxwire.gateway.web import mount_web_app
 from voxwire.metrics import RATE_LIMITED
 from voxwire.ratelimit import RateLimitedError, RateLimits
 from voxwire.search import SearchIndex, SearchQueryError
 from voxwire.store import SessionRecord, Store, Tenant
-from voxwire.tokens import TokenIssuer, issuer_for
+from voxwire.tokens import TokenIssuer, issuer_for, looks_like_token
 from voxwire_client.api import (
     Endpoints,
     ErrorBody,
@@ -123,31 +127,46 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint)
         return JSONResponse(body.model_dump(), status_code=400)
 
+    def take(tenant_id: str, name: str) -> None:
+        if wait := limits.take(tenant_id):
+            RATE_LIMITED.inc()
+            raise RateLimitedError(f"too many requests for tenant {name}", retry_after_s=wait)
+
     async def tenant(request: Request) -> Tenant:
-        header = request.headers.get("authorization", "")
-        key = header[7:].strip() if header.lower().startswith("bearer ") else None
-        key = key or request.headers.get("x-api-key")
+        key = _credential(request)
         found = await ctx.store.verify_api_key(key) if key else None
         if found is None:
             raise AuthError(
                 "missing or invalid API key",
                 hint="send 'Authorization: Bearer <key>'; create a key with `voxwire keys create`",
             )
-        if wait := limits.take(found.id):
-            RATE_LIMITED.inc()
-            raise RateLimitedError(f"too many requests for tenant {found.name}", retry_after_s=wait)
+        take(found.id, found.name)
         return found
 
     Caller = Annotated[Tenant, Depends(tenant)]
 
     async def owned_session(sid: str, caller: Caller) -> SessionRecord:
+        return await _session_of(sid, caller.id)
+
+    async def _session_of(sid: str, tenant_id: str) -> SessionRecord:
         validate_sid(sid)
         session = await ctx.store.get_session(sid)
-        if session is None or session.tenant_id != caller.id:
+        if session is None or session.tenant_id != tenant_id:
             raise NotFoundError(f"no session {sid}", sid=sid)
         return session
 
-    Owned = Annotated[SessionRecord, Depends(owned_session)]
+    async def session_access(sid: str, request: Request) -> SessionRecord:
+        """The session, for its API key's tenant or for a session token naming it."""
+        credential = _credential(request)
+        if credential is None or not looks_like_token(credential):
+            return await owned_session(sid, await tenant(request))
+        grant = tokens.verify(credential)
+        if sid not in grant.sids:
+            raise NotFoundError(f"no session {sid} for this token", sid=sid)
+        take(grant.tenant_id, grant.tenant_id)
+        return await _session_of(sid, grant.tenant_id)
+
+    Owned = Annotated[SessionRecord, Depends(session_access)]
 
     @app.get("/metrics", tags=["health"], response_class=Response)
     async def metrics() -> Response:
@@ -289,6 +308,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             username=grant.username,
             sids=tuple(sorted(grant.sids)),
             expires_at=grant.expires_at,
+            ws_url=settings.broker_urls[1],
         )
 
     if settings.hook_secret.get_secret_value():
@@ -305,8 +325,16 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         media = mimetypes.guess_type(key)[0] or "application/octet-stream"
         return Response(content=data, media_type=media)
 
+    mount_web_app(app)
     app.add_middleware(BodyLimit, exempt=_is_upload)
     return app
+
+
+def _credential(request: Request) -> str | None:
+    """An API key or a session token: ``Authorization: Bearer`` or ``X-API-Key``."""
+    header = request.headers.get("authorization", "")
+    found = header[7:].strip() if header.lower().startswith("bearer ") else None
+    return found or request.headers.get("x-api-key") or None
 
 
 def _is_upload(scope: MutableMapping[str, Any]) -> bool:

@@ -9,6 +9,7 @@
 #   scripts/services.sh env                    VOXWIRE_*=value lines (a dotenv file), e.g.
 #                                              set -a; eval "$(scripts/services.sh env)"; set +a
 #   scripts/services.sh reload  mosquitto      rebuild the ACL from acl.d/ and make Mosquitto re-read it
+#   scripts/services.sh browser                install Chromium for the web app's browser tests
 #
 # services: mosquitto kafka postgres redis opensearch (default: all). Installs (apt, Maven) run one
 # after the other, then the servers start side by side; each waits at most VOXWIRE_SERVICES_WAIT s.
@@ -1117,6 +1118,11 @@ main() {
     status) cmd_status "${services[@]}" ;;
     check) cmd_check "${services[@]}" ;;
     env) cmd_env ;;
+    browser)
+        # not a server: the browser the web app's tests drive (headless Chromium from Debian)
+        apt_install chromium fonts-dejavu-core
+        command -v chromium >/dev/null || die "no chromium after apt-get install"
+        ;;
     reload)
         [[ ${services[*]} == mosquitto ]] || die "reload: only 'mosquitto' (rebuilds its ACL from acl.d/)"
         ensure_secrets

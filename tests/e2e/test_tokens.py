@@ -69,6 +69,30 @@ def test_a_token_is_only_for_the_callers_own_sessions(platform: PlatformThread) 
         assert _post(platform, "/v1/tokens", body).status_code == 422, body
 
 
+def test_a_token_reads_its_sessions_over_http_and_nothing_else(platform: PlatformThread) -> None:
+    mine, other = _stream(platform), _stream(platform)
+    grant = _post(platform, "/v1/tokens", {"sids": [mine], "ttl_s": 300}).json()
+    assert grant["ws_url"].startswith("ws://") and grant["ws_url"].endswith("/mqtt")
+    as_token = {"Authorization": f"Bearer {grant['token']}"}
+
+    def get(path: str, headers: dict[str, str] = as_token) -> httpx.Response:
+        return httpx.get(f"{platform.url}{path}", headers=headers, timeout=30)
+
+    for route in ("", "/messages", "/transcript"):
+        response = get(f"/v1/sessions/{mine}{route}")
+        assert response.status_code == 200, (route, response.text)
+        assert get(f"/v1/sessions/{other}{route}").status_code == 404, route
+    assert response.json()["sid"] == mine
+    # what needs an API key stays closed to a token
+    assert get("/v1/sessions").status_code == 401
+    assert _post(platform, "/v1/search", {"q": "x"}, key=grant["token"]).status_code == 401
+    assert _post(platform, "/v1/streams", {}, key=grant["token"]).status_code == 401
+    assert _post(platform, "/v1/tokens", {"sids": [mine]}, key=grant["token"]).status_code == 401
+    tampered = grant["token"][:-4] + ("AAAA" if grant["token"][-4:] != "AAAA" else "BBBB")
+    response = get(f"/v1/sessions/{mine}", {"Authorization": f"Bearer {tampered}"})
+    assert response.status_code == 401 and response.json()["code"] == "bad_token"
+
+
 class _Capture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)

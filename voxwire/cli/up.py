@@ -118,6 +118,7 @@ def _client_key(new_key: str | None) -> str | None:
 
 def _banner(settings: Settings, client: ClientConfig, path: Path, *, new_key: str | None) -> None:
     lines = [
+        f"[bold]web app[/]         {client.url}/app/   (sign in with the API key)",
         f"[bold]HTTP[/]            {client.url}   (API docs: {client.url}/docs)",
         f"[bold]MQTT[/]            {client.mqtt_url}",
         f"[bold]MQTT/WebSocket[/]  {client.ws_url}",

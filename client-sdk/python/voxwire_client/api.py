@@ -151,12 +151,15 @@ class TokenRequest(_Model):
 
 class TokenResponse(_Model):
     """Connect with ``username`` and ``token`` as password (MQTT 5 over WSS from
-    a browser); ``expires_at`` is in Unix seconds."""
+    a browser); ``expires_at`` is in Unix seconds. The token is also a bearer
+    credential for the session routes of the sessions it names (status,
+    transcript, history, audio, prompts)."""
 
     token: str
     username: str
     sids: tuple[str, ...]
     expires_at: int
+    ws_url: str = Field(description="the broker's MQTT-over-WebSocket URL")
 
 
 class PromptChange(_Model):

@@ -1,0 +1,214 @@
+/**
+ * The gateway's HTTP API: uploads, streams, tokens, history, transcripts, search.
+ * @module
+ */
+
+import { VoxwireApiError, VoxwireError } from "./errors.js";
+import { validateSid } from "./topics.js";
+
+const RATE_LIMIT_RETRIES = 5;
+
+/**
+ * @typedef {object} PromptSpec
+ * @property {string} id
+ * @property {string} text
+ * @property {boolean} [fuzzy]
+ * @property {number} [slop]
+ * @property {number | null} [within]
+ *
+ * @typedef {object} Endpoints
+ * @property {string} mqtt_url
+ * @property {string} ws_url   where a browser connects (MQTT over WebSocket)
+ * @property {string} topic_filter
+ *
+ * @typedef {object} SessionInfo
+ * @property {string} sid
+ * @property {"queued" | "transcribing" | "completed" | "failed"} status
+ * @property {string} created_at
+ * @property {string | null} [filename]
+ * @property {number} duration_ms
+ * @property {number} percent
+ * @property {number} last_seq
+ * @property {PromptSpec[]} prompts
+ *
+ * @typedef {SessionInfo & {endpoints: Endpoints}} SessionCreated
+ * @typedef {SessionCreated & {audio_topic: string, control_topic: string}} StreamCreated
+ *
+ * @typedef {object} StreamRequest
+ * @property {string} [language]
+ * @property {PromptSpec[]} [prompts]
+ * @property {number} [min_silence_ms]
+ * @property {number} [partial_interval_s]
+ * @property {"off" | "mask" | "entity"} [redact]
+ *
+ * @typedef {object} TokenResponse  a session token for the broker (and the session routes)
+ * @property {string} token     the MQTT password
+ * @property {string} username  the MQTT username
+ * @property {string[]} sids
+ * @property {number} expires_at  seconds since the epoch
+ * @property {string} ws_url    the broker's MQTT-over-WebSocket URL
+ *
+ * @typedef {object} SearchHit
+ * @property {string} sid
+ * @property {string} segment_id
+ * @property {number} index
+ * @property {number} start_ms
+ * @property {number} end_ms
+ * @property {string} text
+ * @property {string} highlight  HTML-escaped text with the answering words in <em>
+ * @property {number} score
+ * @property {string[]} segment_ids
+ *
+ * @typedef {{hits: SearchHit[], offset: number, size: number, more: boolean}} SearchPage
+ * @typedef {{sid: string, messages: import("./messages.js").Message[], last_seq: number}} MessagesPage
+ */
+
+export class Gateway {
+  /**
+   * @param {object} options
+   * @param {string} options.url  the gateway's base URL
+   * @param {string} options.credential  an API key or a session token
+   * @param {typeof fetch} [options.fetch]
+   */
+  constructor({ url, credential, fetch: fetchImpl = globalThis.fetch.bind(globalThis) }) {
+    this.url = url.replace(/\/+$/, "");
+    this.credential = credential;
+    this.fetch = fetchImpl;
+  }
+
+  /**
+   * One request; a 429 (the tenant's rate limit) is waited out and sent again.
+   * @param {string} method
+   * @param {string} path
+   * @param {{json?: unknown, body?: BodyInit, query?: Record<string, string | number>}} [options]
+   * @returns {Promise<Response>}
+   */
+  async request(method, path, { json, body, query } = {}) {
+    const url = new URL(this.url + path);
+    for (const [name, value] of Object.entries(query ?? {})) url.searchParams.set(name, String(value));
+    /** @type {Record<string, string>} */
+    const headers = { authorization: `Bearer ${this.credential}` };
+    if (json !== undefined) {
+      headers["content-type"] = "application/json";
+      body = JSON.stringify(json);
+    }
+    for (let retry = 0; ; retry++) {
+      let response;
+      try {
+        response = await this.fetch(url, { method, headers, body });
+      } catch (cause) {
+        throw new VoxwireError("unreachable", `cannot reach the gateway at ${this.url}`, {
+          hint: "is voxwire running? start it with `make run`",
+          cause,
+        });
+      }
+      if (response.status === 429 && retry < RATE_LIMIT_RETRIES) {
+        const wait = Math.min(Math.max(Number(response.headers.get("retry-after") ?? 1) || 1, 0.1), 30);
+        await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+        continue;
+      }
+      if (!response.ok) throw new VoxwireApiError(response.status, await errorBody(response));
+      return response;
+    }
+  }
+
+  /** @param {string} method @param {string} path @param {object} [options] */
+  async json(method, path, options) {
+    return (await this.request(method, path, options)).json();
+  }
+
+  /**
+   * Upload an audio file (WAV, FLAC, MP3, OGG/Opus, M4A) and start transcribing it.
+   * @param {Blob} file
+   * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity",
+   *   language?: string, filename?: string}} [options]
+   * @returns {Promise<SessionCreated>}
+   */
+  upload(file, { prompts = [], redact, language, filename } = {}) {
+    const form = new FormData();
+    const name = filename ?? (/** @type {File} */ (file).name || "audio");
+    form.set("file", file, name);
+    form.set("prompts", JSON.stringify(promptSpecs(prompts)));
+    if (redact) form.set("redact", redact);
+    if (language) form.set("language", language);
+    return this.json("POST", "/v1/sessions", { body: form });
+  }
+
+  /** Open a live stream session. @param {StreamRequest} [request] @returns {Promise<StreamCreated>} */
+  startStream(request = {}) {
+    return this.json("POST", "/v1/streams", {
+      json: { ...request, prompts: promptSpecs(request.prompts ?? []) },
+    });
+  }
+
+  /** @param {string[]} sids @param {number} [ttlS] @returns {Promise<TokenResponse>} */
+  createToken(sids, ttlS = 3600) {
+    return this.json("POST", "/v1/tokens", { json: { sids: sids.map(validateSid), ttl_s: ttlS } });
+  }
+
+  /** @param {string} sid @returns {Promise<SessionInfo>} */
+  session(sid) {
+    return this.json("GET", `/v1/sessions/${validateSid(sid)}`);
+  }
+
+  /** @param {number} [limit] @returns {Promise<SessionInfo[]>} */
+  listSessions(limit = 100) {
+    return this.json("GET", "/v1/sessions", { query: { limit } });
+  }
+
+  /** Every stored message with seq > after. @param {string} sid @param {number} after @returns {Promise<MessagesPage>} */
+  history(sid, after) {
+    return this.json("GET", `/v1/sessions/${validateSid(sid)}/messages`, { query: { after } });
+  }
+
+  /** @param {string} sid */
+  transcript(sid) {
+    return this.json("GET", `/v1/sessions/${validateSid(sid)}/transcript`);
+  }
+
+  /** The session's uploaded audio. @param {string} sid @returns {Promise<Blob>} */
+  async audio(sid) {
+    return (await this.request("GET", `/v1/sessions/${validateSid(sid)}/audio`)).blob();
+  }
+
+  /**
+   * Add or remove (by id) standing prompts of a live stream, from its next final.
+   * @param {string} sid
+   * @param {{add?: (string | PromptSpec)[], remove?: string[]}} change
+   */
+  changePrompts(sid, { add = [], remove = [] }) {
+    return this.json("POST", `/v1/sessions/${validateSid(sid)}/prompts`, {
+      json: { type: "prompts", add: promptSpecs(add, "live"), remove },
+    });
+  }
+
+  /**
+   * Segments of the caller's transcripts that answer `q`, best first.
+   * @param {string} q
+   * @param {{fuzzy?: boolean, sids?: string[], size?: number, offset?: number}} [filters]
+   * @returns {Promise<SearchPage>}
+   */
+  search(q, filters = {}) {
+    return this.json("POST", "/v1/search", { json: { q, ...filters } });
+  }
+}
+
+/**
+ * Phrases become prompt specs with ids p1, p2, ... (or `<prefix>1`, ...).
+ * @param {(string | PromptSpec)[]} prompts
+ * @param {string} [prefix]
+ * @returns {PromptSpec[]}
+ */
+export function promptSpecs(prompts, prefix = "p") {
+  return prompts.map((prompt, i) => (typeof prompt === "string" ? { id: `${prefix}${i + 1}`, text: prompt } : prompt));
+}
+
+/** @param {Response} response */
+async function errorBody(response) {
+  try {
+    const body = await response.json();
+    return body && typeof body === "object" ? body : {};
+  } catch {
+    return {};
+  }
+}

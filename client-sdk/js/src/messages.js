@@ -1,0 +1,76 @@
+/**
+ * The wire messages of the session topics (contract version 1). The JSON
+ * Schemas in client-sdk/contract/ are the full definition; these typedefs name
+ * what a browser app uses.
+ *
+ * Every message has `v` (1), `sid`, `seq` (per session, strictly increasing
+ * across its topics; a redelivery carries the same seq), `ts` (server time,
+ * ISO 8601) and `type`.
+ * @module
+ */
+
+/**
+ * @typedef {object} Segment
+ * @property {string} id
+ * @property {number} index
+ * @property {number} start_ms
+ * @property {number} end_ms
+ * @property {string} text
+ * @property {string | null} [language]
+ * @property {string | null} [speaker]
+ */
+
+/**
+ * @typedef {object} Envelope
+ * @property {1} v
+ * @property {string} sid
+ * @property {number} seq
+ * @property {string} ts
+ */
+
+/**
+ * @typedef {Envelope & {type: "partial" | "final", segment: Segment,
+ *   latency?: {vad_ms: number, queue_ms: number, transcribe_ms: number} | null}} SegmentMessage
+ * @typedef {Envelope & {type: "transcript", text: string, language?: string | null,
+ *   duration_ms: number, segments: Segment[]}} TranscriptMessage
+ * @typedef {Envelope & {type: "progress", status: "queued" | "transcribing" | "completed" | "failed",
+ *   percent: number, processed_ms: number, duration_ms: number,
+ *   speech?: boolean | null, lag_ms?: number | null}} ProgressMessage
+ * @typedef {Envelope & {type: "match", prompt_id: string, prompt: string, score: number,
+ *   start_ms: number, end_ms: number, text: string, highlight: string,
+ *   segment_ids: string[]}} MatchMessage
+ * @typedef {Envelope & {type: "error", code: string, message: string,
+ *   hint?: string | null, fatal: boolean}} ErrorMessage
+ * @typedef {SegmentMessage | TranscriptMessage | ProgressMessage | MatchMessage | ErrorMessage} Message
+ */
+
+const TYPES = new Set(["partial", "final", "transcript", "progress", "match", "error"]);
+
+/**
+ * Parse one payload of session `sid`; null when it is not a message of this
+ * contract version (such a payload is ignored, as the Python SDK does).
+ * @param {string | Uint8Array} payload
+ * @param {string} sid
+ * @returns {Message | null}
+ */
+export function parseMessage(payload, sid) {
+  let value;
+  try {
+    value = JSON.parse(typeof payload === "string" ? payload : new TextDecoder().decode(payload));
+  } catch {
+    return null;
+  }
+  if (value === null || typeof value !== "object") return null;
+  if (value.v !== 1 || value.sid !== sid || !Number.isInteger(value.seq) || value.seq < 1) return null;
+  return TYPES.has(value.type) ? /** @type {Message} */ (value) : null;
+}
+
+/**
+ * True for the last message a session publishes: a fatal error, or progress
+ * that says completed or failed.
+ * @param {Message} message
+ */
+export function isTerminal(message) {
+  if (message.type === "error") return message.fatal !== false;
+  return message.type === "progress" && (message.status === "completed" || message.status === "failed");
+}

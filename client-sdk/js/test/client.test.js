@@ -1,0 +1,110 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { Gateway, VoxwireApiError, VoxwireClient } from "../src/index.js";
+import { FakeBroker } from "./fakes.js";
+
+/** A fetch that answers from a list of [status, body, headers] and records the requests. */
+function scripted(...answers) {
+  const requests = [];
+  const fetch = async (url, init) => {
+    requests.push({ url: String(url), ...init });
+    const [status, body, headers = {}] = answers.shift() ?? [500, {}];
+    return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
+  };
+  return { fetch, requests };
+}
+
+const token = (sids, expiresIn = 3600) => ({
+  token: "eyJhbGciOiJIUzI1NiJ9.e30.sig",
+  username: "tok-9-abc",
+  sids,
+  expires_at: Math.floor(Date.now() / 1000) + expiresIn,
+  ws_url: "ws://127.0.0.1:1/mqtt",
+});
+
+describe("Gateway", () => {
+  it("sends the credential as a bearer token and waits out a 429", async () => {
+    const { fetch, requests } = scripted([429, { code: "rate_limited" }, { "retry-after": "0.1" }], [200, []]);
+    const gateway = new Gateway({ url: "http://gw/", credential: "vxk_a_b", fetch });
+    assert.deepEqual(await gateway.listSessions(5), []);
+    assert.equal(requests.length, 2);
+    assert.equal(requests[0].url, "http://gw/v1/sessions?limit=5");
+    assert.equal(requests[0].headers.authorization, "Bearer vxk_a_b");
+  });
+
+  it("turns an error answer into a VoxwireApiError with the server's hint", async () => {
+    const body = { code: "audio_too_long", message: "the audio is 3 h long", hint: "split it" };
+    const { fetch } = scripted([413, body]);
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });
+    await assert.rejects(gateway.session("s_1"), (error) => {
+      assert.ok(error instanceof VoxwireApiError);
+      assert.deepEqual([error.status, error.code, error.message, error.hint], [413, ...Object.values(body)]);
+      return true;
+    });
+  });
+
+  it("says what to do when the gateway cannot be reached", async () => {
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch: async () => { throw new TypeError("fetch failed"); } });
+    await assert.rejects(gateway.session("s_1"), { code: "unreachable", hint: /make run/ });
+  });
+
+  it("uploads the file with prompt specs and the redaction mode as a form", async () => {
+    const { fetch, requests } = scripted([201, { sid: "s_1" }]);
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });
+    await gateway.upload(new Blob([new Uint8Array(4)]), { prompts: ["fellow americans", { id: "x", text: "ask not" }], redact: "mask", filename: "a.wav" });
+    const form = requests[0].body;
+    assert.equal(form.get("file").name, "a.wav");
+    assert.deepEqual(JSON.parse(form.get("prompts")), [{ id: "p1", text: "fellow americans" }, { id: "x", text: "ask not" }]);
+    assert.equal(form.get("redact"), "mask");
+  });
+
+  it("refuses an unsafe session id before any request", async () => {
+    const { fetch, requests } = scripted();
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });
+    assert.throws(() => gateway.history("../keys", 0), { code: "invalid_session_id" });
+    assert.equal(requests.length, 0);
+  });
+});
+
+describe("VoxwireClient", () => {
+  it("needs an API key or a token", () => {
+    assert.throws(() => new VoxwireClient({ url: "http://gw" }), { code: "configuration" });
+  });
+
+  it("with an API key, gets a token for the session and connects with it to the URL the gateway names", async () => {
+    const { fetch, requests } = scripted([201, token(["s_1"])], [200, { sid: "s_1", messages: [], last_seq: 0 }]);
+    const broker = new FakeBroker();
+    const client = new VoxwireClient({ url: "http://gw", apiKey: "vxk_a_b", fetch, connect: broker.connect });
+    const feed = await client.follow("s_1");
+    assert.equal(requests[0].url, "http://gw/v1/tokens");
+    assert.deepEqual(JSON.parse(requests[0].body), { sids: ["s_1"], ttl_s: 3600 });
+    assert.equal(broker.last.url, "ws://127.0.0.1:1/mqtt");
+    assert.equal(broker.last.options.password, token([]).token);
+    feed.close();
+  });
+
+  it("with a token only, follows the sessions it names and refuses others without asking anyone", async () => {
+    const { fetch, requests } = scripted([200, { sid: "s_1", messages: [], last_seq: 0 }]);
+    const broker = new FakeBroker();
+    const client = new VoxwireClient({ url: "http://gw", token: token(["s_1"]), fetch, connect: broker.connect });
+    await assert.rejects(client.follow("s_2"), { code: "forbidden" });
+    assert.equal(broker.clients.length, 0);
+    const feed = await client.follow("s_1");
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.equal(requests[0].headers.authorization, `Bearer ${token([]).token}`, "history read with the token");
+    feed.close();
+  });
+
+  it("passes listeners before connecting, so that the first messages are not missed", async () => {
+    const first = { v: 1, sid: "s_1", seq: 1, ts: "", type: "progress", status: "queued", percent: 0, processed_ms: 0, duration_ms: 0 };
+    const { fetch } = scripted([200, { sid: "s_1", messages: [first], last_seq: 1 }]);
+    const broker = new FakeBroker();
+    const client = new VoxwireClient({ url: "http://gw", token: token(["s_1"]), fetch, connect: broker.connect });
+    const seen = [];
+    const feed = await client.follow("s_1", { listeners: { progress: (m) => seen.push(m.status) } });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.deepEqual(seen, ["queued"]);
+    feed.close();
+  });
+});

@@ -1,0 +1,378 @@
+// The voxwire web app: upload a file, record live, search. Plain modules on
+// top of the browser SDK (./sdk/) and mqtt.js (./vendor/), no framework.
+
+import { VoxwireClient } from "./sdk/index.js";
+
+const KEY_STORAGE = "voxwire.apiKey";
+const $ = (/** @type {string} */ selector) => /** @type {any} */ (document.querySelector(selector));
+
+/** @type {VoxwireClient | null} */
+let client = null;
+
+// -- small helpers ---------------------------------------------------------
+
+/** m:ss.s @param {number} ms */
+function clock(ms) {
+  const minutes = Math.floor(ms / 60000);
+  return `${minutes}:${((ms % 60000) / 1000).toFixed(1).padStart(4, "0")}`;
+}
+
+/** Show an error (with what to do next) or a note above the tabs. */
+function notify(/** @type {any} */ error, kind = "error") {
+  const notice = $("#notice");
+  notice.textContent = typeof error === "string" ? error : `${error.message}${error.hint ? ` — ${error.hint}` : ""}`;
+  notice.dataset.kind = kind;
+  notice.hidden = false;
+  if (kind === "error") console.error(error);
+}
+
+function clearNotice() {
+  $("#notice").hidden = true;
+}
+
+/**
+ * The server's highlight (HTML-escaped text with <em>) as DOM nodes, keeping
+ * only text and <em>: nothing in a transcript can become markup.
+ * @param {string} html
+ */
+function highlighted(html) {
+  const body = new DOMParser().parseFromString(`<body>${html}</body>`, "text/html").body;
+  const out = document.createDocumentFragment();
+  for (const node of body.childNodes) {
+    if (node.nodeName === "EM") {
+      const em = document.createElement("em");
+      em.textContent = node.textContent;
+      out.append(em);
+    } else {
+      out.append(document.createTextNode(node.textContent ?? ""));
+    }
+  }
+  return out;
+}
+
+/** One phrase per line. @param {string} text */
+function phrases(text) {
+  return text.split("\n").map((line) => line.trim()).filter(Boolean);
+}
+
+// -- a session on screen: progress, player, match cards, segments ---------
+
+class SessionView {
+  /** @param {HTMLElement} container */
+  constructor(container) {
+    const node = /** @type {HTMLTemplateElement} */ ($("#session-template")).content.firstElementChild.cloneNode(true);
+    container.replaceChildren(node);
+    this.root = /** @type {HTMLElement} */ (node);
+    this.progress = this.root.querySelector("progress");
+    this.statusText = this.root.querySelector(".status");
+    this.player = /** @type {HTMLAudioElement} */ (this.root.querySelector("audio"));
+    this.matchList = this.root.querySelector(".matches");
+    this.segmentList = this.root.querySelector(".segments");
+    this.finals = 0;
+  }
+
+  /** @param {string} text */
+  status(text) {
+    this.statusText.textContent = text;
+  }
+
+  /** @param {string} url */
+  setAudio(url) {
+    this.player.src = url;
+    this.player.hidden = false;
+  }
+
+  /** Handlers for a feed, attached before it connects. */
+  listeners() {
+    return {
+      progress: (/** @type {any} */ m) => {
+        if (m.percent !== undefined) this.progress.value = m.percent;
+        this.status(m.status === "transcribing" ? `transcribing… ${Math.round(m.percent)}%` : m.status);
+      },
+      partial: (/** @type {any} */ m) => this.segment(m.segment, true),
+      final: (/** @type {any} */ m) => {
+        this.finals += 1;
+        this.segment(m.segment, false);
+      },
+      match: (/** @type {any} */ m) => this.match(m),
+      error: (/** @type {any} */ e) => {
+        if (e.fatal) this.status(`failed: ${e.message}`);
+        notify(e);
+      },
+      state: (/** @type {string} */ s) => {
+        if (s === "reconnecting") this.status("reconnecting…");
+      },
+      end: (/** @type {any} */ t) => {
+        this.progress.value = 100;
+        this.status(t.status === "completed" ? `done — ${t.segments.length} segments` : "failed");
+        this.root.dataset.done = t.status;
+      },
+    };
+  }
+
+  /**
+   * Show a segment in index order; a final replaces the partial of its index.
+   * @param {{index: number, start_ms: number, end_ms: number, text: string}} segment
+   * @param {boolean} partial
+   */
+  segment(segment, partial) {
+    let row = this.segmentList.querySelector(`li[data-index="${segment.index}"]`);
+    if (!row) {
+      row = document.createElement("li");
+      row.dataset.index = String(segment.index);
+      row.innerHTML = '<span class="time"></span><span class="text"></span>';
+      const after = [...this.segmentList.children].find((li) => Number(li.dataset.index) > segment.index);
+      this.segmentList.insertBefore(row, after ?? null);
+    }
+    if (!partial) row.dataset.final = "true";
+    else if (row.dataset.final) return; // a late partial never undoes a final
+    row.classList.toggle("partial", partial);
+    row.dataset.startMs = String(segment.start_ms);
+    row.dataset.endMs = String(segment.end_ms);
+    row.querySelector(".time").textContent = clock(segment.start_ms);
+    row.querySelector(".text").textContent = partial ? `${segment.text} …` : segment.text;
+  }
+
+  /** A card that seeks the player to the matched span. @param {any} m */
+  match(m) {
+    const card = document.createElement("button");
+    card.type = "button";
+    card.className = "match-card";
+    card.dataset.startMs = String(m.start_ms);
+    card.dataset.endMs = String(m.end_ms);
+    card.innerHTML = '<span class="prompt"></span><span class="when"></span><span class="said"></span>';
+    card.querySelector(".prompt").textContent = `“${m.prompt}”`;
+    card.querySelector(".when").textContent = `${clock(m.start_ms)}–${clock(m.end_ms)} · ${Math.round(m.score * 100)}%`;
+    card.querySelector(".said").append(highlighted(m.highlight || m.text));
+    card.addEventListener("click", () => this.seek(m.start_ms, m.end_ms));
+    this.matchList.append(card);
+  }
+
+  /** Play from `startMs` and mark the segments of the span. @param {number} startMs @param {number} endMs */
+  async seek(startMs, endMs) {
+    for (const row of this.segmentList.children) {
+      const inside = Number(row.dataset.startMs) < endMs && Number(row.dataset.endMs) > startMs;
+      row.classList.toggle("in-match", inside);
+    }
+    if (this.player.hidden) return;
+    if (this.player.readyState < HTMLMediaElement.HAVE_METADATA) {
+      await new Promise((resolve) => this.player.addEventListener("loadedmetadata", resolve, { once: true }));
+    }
+    this.player.currentTime = startMs / 1000;
+    this.player.play().catch(() => {}); // no audio output is fine: the position is set
+  }
+}
+
+// -- sign in ---------------------------------------------------------------
+
+async function signIn(/** @type {string} */ apiKey) {
+  const candidate = new VoxwireClient({ apiKey });
+  await candidate.gateway.listSessions(1); // 401 for a wrong key
+  client = candidate;
+  sessionStorage.setItem(KEY_STORAGE, apiKey);
+  $("#key-id").textContent = `key ${apiKey.split("_")[1] ?? "…"}`;
+  $("#signin").hidden = true;
+  $("#account").hidden = false;
+  $("#welcome").hidden = true;
+  $("#tabs").hidden = false;
+  showTab("upload");
+}
+
+function signOut() {
+  sessionStorage.removeItem(KEY_STORAGE);
+  location.reload();
+}
+
+/** @param {string} name */
+function showTab(name) {
+  for (const button of document.querySelectorAll("#tabs button")) {
+    button.setAttribute("aria-selected", String(button.getAttribute("data-tab") === name));
+  }
+  for (const tab of ["upload", "live", "search"]) $(`#tab-${tab}`).hidden = tab !== name;
+}
+
+// -- upload ------------------------------------------------------------------
+
+async function upload(/** @type {SubmitEvent} */ event) {
+  event.preventDefault();
+  clearNotice();
+  const file = $("#file").files[0];
+  if (!file || !client) return;
+  const button = $("#upload-button");
+  button.disabled = true;
+  const view = new SessionView($("#upload-view"));
+  view.setAudio(URL.createObjectURL(file));
+  view.status("uploading…");
+  try {
+    const { feed } = await client.transcribe(file, {
+      prompts: phrases($("#upload-prompts").value),
+      redact: $("#upload-redact").value || undefined,
+      listeners: view.listeners(),
+    });
+    view.root.dataset.sid = feed.sid;
+    await feed.done;
+  } catch (error) {
+    view.status("failed");
+    notify(error);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// -- live --------------------------------------------------------------------
+
+/** @type {{feed: any, mic: any, prompts: Map<string, string>, next: number} | null} */
+let live = null;
+
+async function toggleRecording() {
+  const button = $("#record");
+  clearNotice();
+  if (live) {
+    button.disabled = true;
+    $("#apply-prompts").disabled = true;
+    const { feed, mic } = live;
+    live = null;
+    await mic.stop();
+    setVad("finishing", "finishing…");
+    await feed.done;
+    setVad("idle", "idle");
+    button.textContent = "Record";
+    button.dataset.recording = "false";
+    button.disabled = false;
+    return;
+  }
+  if (!client) return;
+  button.disabled = true;
+  const view = new SessionView($("#live-view"));
+  view.progress.hidden = true; // a live stream has no length to fill
+  const listeners = view.listeners();
+  const showProgress = listeners.progress;
+  listeners.progress = (/** @type {any} */ m) => {
+    showProgress({ ...m, percent: undefined });
+    view.status(m.status === "transcribing" ? "live" : m.status);
+    if (m.speech !== null && m.speech !== undefined) setVad(m.speech ? "speech" : "silence", m.speech ? "speaking" : "silence");
+    if (m.lag_ms !== null && m.lag_ms !== undefined) $("#lag").textContent = `lag ${(m.lag_ms / 1000).toFixed(1)} s`;
+  };
+  const texts = phrases($("#live-prompts").value);
+  const prompts = new Map(texts.map((text, i) => [text, `l${i + 1}`]));
+  try {
+    const { feed, mic } = await client.streamMicrophone(
+      { prompts: [...prompts].map(([text, id]) => ({ id, text })), partial_interval_s: 1 },
+      { listeners },
+    );
+    view.root.dataset.sid = feed.sid;
+    mic.on("level", (/** @type {number} */ level) => ($("#level").value = level));
+    live = { feed, mic, prompts, next: texts.length + 1 };
+    button.textContent = "Stop";
+    button.dataset.recording = "true";
+    $("#apply-prompts").disabled = false;
+    setVad("listening", "listening…");
+  } catch (error) {
+    view.status("failed");
+    notify(error);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+/** @param {string} state @param {string} text */
+function setVad(state, text) {
+  const vad = $("#vad");
+  vad.dataset.state = state;
+  vad.textContent = text;
+}
+
+/** Send the difference between the prompts shown and those in force. */
+async function applyPrompts() {
+  if (!live || !client) return;
+  const wanted = new Set(phrases($("#live-prompts").value));
+  const add = [];
+  const remove = [];
+  for (const [text, id] of live.prompts) {
+    if (!wanted.has(text)) {
+      remove.push(id);
+      live.prompts.delete(text);
+    }
+  }
+  for (const text of wanted) {
+    if (live.prompts.has(text)) continue;
+    const id = `l${live.next++}`;
+    live.prompts.set(text, id);
+    add.push({ id, text });
+  }
+  if (!add.length && !remove.length) return;
+  try {
+    await client.changePrompts(live.feed.sid, { add, remove });
+    notify(`prompts updated: ${add.length} added, ${remove.length} removed`, "info");
+  } catch (error) {
+    notify(error);
+  }
+}
+
+// -- search ------------------------------------------------------------------
+
+async function search(/** @type {SubmitEvent} */ event) {
+  event.preventDefault();
+  clearNotice();
+  if (!client) return;
+  const list = $("#search-results");
+  try {
+    const page = await client.search($("#query").value, { fuzzy: $("#fuzzy").checked, size: 20 });
+    list.replaceChildren();
+    if (!page.hits.length) list.innerHTML = '<li class="meta">nothing found</li>';
+    for (const hit of page.hits) {
+      const item = document.createElement("li");
+      item.dataset.sid = hit.sid;
+      item.innerHTML = '<div class="said"></div><div class="meta"></div>';
+      item.querySelector(".said").append(highlighted(hit.highlight || hit.text));
+      item.querySelector(".meta").textContent = `${hit.sid} · ${clock(hit.start_ms)}–${clock(hit.end_ms)}`;
+      item.addEventListener("click", () => openSession(hit.sid, hit.start_ms, hit.end_ms));
+      list.append(item);
+    }
+  } catch (error) {
+    notify(error);
+  }
+}
+
+/** A stored session, its audio at the hit. @param {string} sid @param {number} startMs @param {number} endMs */
+async function openSession(sid, startMs, endMs) {
+  if (!client) return;
+  const view = new SessionView($("#search-view"));
+  view.root.dataset.sid = sid;
+  try {
+    const transcript = await client.transcript(sid);
+    for (const segment of transcript.segments) view.segment(segment, false);
+    for (const match of transcript.matches) view.match(match);
+    view.progress.value = 100;
+    view.status(`${transcript.segments.length} segments`);
+    view.setAudio(URL.createObjectURL(await client.audio(sid)));
+  } catch (error) {
+    if (/** @type {any} */ (error).status !== 404) notify(error); // a live stream keeps no audio
+  }
+  await view.seek(startMs, endMs);
+  view.root.scrollIntoView({ behavior: "smooth" });
+}
+
+// -- wiring ------------------------------------------------------------------
+
+$("#signin").addEventListener("submit", async (/** @type {SubmitEvent} */ event) => {
+  event.preventDefault();
+  clearNotice();
+  try {
+    await signIn($("#api-key").value.trim());
+  } catch (error) {
+    notify(error);
+  }
+});
+$("#signout").addEventListener("click", signOut);
+for (const button of document.querySelectorAll("#tabs button")) {
+  button.addEventListener("click", () => showTab(button.getAttribute("data-tab") ?? "upload"));
+}
+$("#upload-form").addEventListener("submit", upload);
+$("#record").addEventListener("click", toggleRecording);
+$("#apply-prompts").addEventListener("click", applyPrompts);
+$("#search-form").addEventListener("submit", search);
+
+const saved = sessionStorage.getItem(KEY_STORAGE);
+if (saved) signIn(saved).catch(() => sessionStorage.removeItem(KEY_STORAGE));
+document.body.dataset.ready = "true";

@@ -1,0 +1,111 @@
+"""A real browser (Debian's headless Chromium, driven by Playwright) against the
+embedded platform, with screenshots of each step kept as test artifacts."""
+
+from __future__ import annotations
+
+import shutil
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+
+from tests.helpers import PlatformThread, joined_utterances
+from voxwire.config import Settings
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
+SILENCE_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def web_platform(
+    tmp_path_factory: pytest.TempPathFactory, model_path: Path
+) -> Iterator[PlatformThread]:
+    settings = Settings(
+        http_port=0,
+        mqtt_port=0,
+        ws_port=0,
+        data_dir=tmp_path_factory.mktemp("web"),
+        max_audio_s=120,
+    )
+    running = PlatformThread(settings, model_path).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def microphone_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """What the fake microphone says: the streaming utterances, with silence
+    around them (16 kHz mono WAV), and their references."""
+    pcm, _spans, refs = joined_utterances()
+    silence = np.zeros(int(16000 * SILENCE_S), dtype="<i2").tobytes()
+    path = tmp_path_factory.mktemp("mic") / "microphone.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(silence + pcm + silence * 4)
+    return path, refs
+
+
+@pytest.fixture(scope="module")
+def browser(microphone_file: tuple[Path, list[str]]) -> Iterator[Browser]:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("no chromium: install it with `scripts/services.sh browser`")
+    path, _refs = microphone_file
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium,
+            headless=True,
+            args=[
+                "--use-fake-ui-for-media-stream",  # grant the microphone without asking
+                "--use-fake-device-for-media-stream",
+                f"--use-file-for-fake-audio-capture={path}%noloop",
+                "--autoplay-policy=no-user-gesture-required",
+            ],
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def context(browser: Browser) -> Iterator[BrowserContext]:
+    opened = browser.new_context(viewport={"width": 1100, "height": 900})
+    yield opened
+    opened.close()
+
+
+class Steps:
+    """Screenshots named after the test and the step, in artifacts/browser/."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for old in ARTIFACTS.glob(f"{name}-*.png"):
+            old.unlink()
+
+    def shot(self, page: Page, step: str) -> None:
+        self.count += 1
+        page.screenshot(path=ARTIFACTS / f"{self.name}-{self.count:02d}-{step}.png", full_page=True)
+
+
+@pytest.fixture
+def steps(request: pytest.FixtureRequest) -> Steps:
+    return Steps(request.node.name)
+
+
+def open_app(context: BrowserContext, platform: PlatformThread, api_key: str) -> Page:
+    """The web app, signed in with ``api_key``; browser console errors fail loudly."""
+    page = context.new_page()
+    page.on("pageerror", lambda error: print(f"page error: {error}"))
+    page.on("console", lambda msg: print(f"console {msg.type}: {msg.text}"))
+    page.goto(f"{platform.url}/")
+    page.wait_for_selector("body[data-ready=true]")
+    page.fill("#api-key", api_key)
+    page.click("#signin button")
+    page.wait_for_selector("#tabs:not([hidden])")
+    return page

