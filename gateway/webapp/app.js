@@ -323,6 +323,8 @@ async function search(/** @type {SubmitEvent} */ event) {
     for (const hit of page.hits) {
       const item = document.createElement("li");
       item.dataset.sid = hit.sid;
+      item.dataset.startMs = String(hit.start_ms);
+      item.dataset.endMs = String(hit.end_ms);
       item.innerHTML = '<div class="said"></div><div class="meta"></div>';
       item.querySelector(".said").append(highlighted(hit.highlight || hit.text));
       item.querySelector(".meta").textContent = `${hit.sid} · ${clock(hit.start_ms)}–${clock(hit.end_ms)}`;

@@ -96,13 +96,18 @@ def test_live_microphone_gives_partials_then_finals_within_the_stream_bound(
     _path, refs = microphone_file
     page = open_app(context, web_platform, web_platform.api_key)
     page.click("#tabs button[data-tab=live]")
-    page.fill("#live-prompts", "first great sorrow")
+    page.fill("#live-prompts", "a thousand thoughts")  # said in the third utterance
     steps.shot(page, "live-tab")
     page.click("#record")
     page.wait_for_selector("#record[data-recording=true]", timeout=30_000)
     page.wait_for_selector("#live-view .segments li.partial", timeout=60_000)
     assert " …" in page.inner_text("#live-view .segments li.partial")
     steps.shot(page, "partial")
+    # a prompt added while recording, for the fourth utterance
+    page.wait_for_selector("#live-view .segments li[data-final=true]", timeout=30_000)
+    page.fill("#live-prompts", "a thousand thoughts\napostle of the middle classes")
+    page.click("#apply-prompts")
+    page.wait_for_selector("#notice:has-text('1 added, 0 removed')", timeout=10_000)
     page.wait_for_selector("#vad[data-state=speech]", timeout=30_000)
     lag = page.inner_text("#lag")
     assert lag.startswith("lag ") and lag != "lag –", lag
@@ -130,7 +135,40 @@ def test_live_microphone_gives_partials_then_finals_within_the_stream_bound(
     offline = corpus_wer(refs, in_thread(transcribe_utterances, web_platform))
     print(f"browser stream WER {streamed:.4f} over {len(finals)} finals, offline WER {offline:.4f}")
     assert streamed <= offline + 0.02, (finals, refs)
-    assert page.query_selector("#live-view .match-card:has-text('first great sorrow')")
+    prompts = page.eval_on_selector_all(
+        "#live-view .match-card .prompt", "cards => cards.map(c => c.textContent)"
+    )
+    assert prompts == ["“a thousand thoughts”", "“apostle of the middle classes”"], prompts
+
+
+def test_search_finds_an_upload_and_opens_it_at_the_hit(
+    context: BrowserContext, web_platform: PlatformThread, steps: Steps
+) -> None:
+    sid = in_thread(upload_and_wait, web_platform, JFK.path)
+    page = open_app(context, web_platform, web_platform.api_key)
+    page.click("#tabs button[data-tab=search]")
+    page.fill("#query", "what your country can do")
+    hit = f"#search-results li[data-sid={sid}]"
+    for _ in range(30):  # the indexer follows the results stream: give it a moment
+        page.click("#search-form button")
+        page.wait_for_selector("#search-results li")
+        if page.query_selector(hit):
+            break
+        page.wait_for_timeout(500)
+    item = page.query_selector(hit)
+    assert item is not None, page.inner_text("#search-results")
+    marked = item.eval_on_selector_all("em", "ems => ems.map(e => e.textContent.toLowerCase())")
+    assert {"country", "what"} <= set(marked) <= {"what", "your", "country", "can", "do"}, marked
+    steps.shot(page, "results")
+    item.click()
+    page.wait_for_selector(f"#search-view .session[data-sid={sid}] .segments li.in-match")
+    page.wait_for_function("() => document.querySelector('#search-view audio').currentTime > 0.5")
+    position = page.eval_on_selector("#search-view audio", "a => a.currentTime")
+    start, end = (
+        float(item.get_attribute(a) or 0) / 1000 for a in ("data-start-ms", "data-end-ms")
+    )
+    assert start <= position <= end + 1, (position, start, end)
+    steps.shot(page, "opened")
 
 
 def test_another_tenant_cannot_see_the_session(

@@ -6,6 +6,7 @@
 
 import { Emitter } from "./emitter.js";
 import { VoxwireError } from "./errors.js";
+import { TARGET_RATE } from "./pcm.js";
 
 /**
  * @typedef {object} MicrophoneEvents
@@ -58,7 +59,7 @@ export class MicrophoneStream extends Emitter {
         });
       }
     }
-    const context = (this.context ??= new AudioContext());
+    const context = (this.context ??= this.#newContext());
     await context.audioWorklet.addModule(this.workletUrl);
     this.source = context.createMediaStreamSource(this.mediaStream);
     this.node = new AudioWorkletNode(context, "voxwire-pcm", {
@@ -80,6 +81,21 @@ export class MicrophoneStream extends Emitter {
     this.source.connect(this.node);
     if (context.state === "suspended") await context.resume();
     return this;
+  }
+
+  /**
+   * A context at 16 kHz where the browser can resample the microphone into it
+   * (its resampler is better than the worklet's box filter); else the default.
+   */
+  #newContext() {
+    const context = new AudioContext({ sampleRate: TARGET_RATE });
+    try {
+      context.createMediaStreamSource(/** @type {MediaStream} */ (this.mediaStream)).disconnect();
+      return context;
+    } catch {
+      context.close(); // a browser that cannot connect streams of other rates
+      return new AudioContext();
+    }
   }
 
   /** Stop the microphone, send what is left and end the stream. */
