@@ -49,9 +49,9 @@ models: $(STAMP)
 
 test: lint typecheck test-js pytest
 
-# the browser SDK's unit tests, with Node's own runner
+# the browser SDK: its JSDoc types checked by tsc, its unit tests with Node's own runner
 test-js: $(JS_STAMP)
-	cd $(JS) && node --test test/*.test.js
+	cd $(JS) && node_modules/.bin/tsc -p . && node --test test/*.test.js
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
