@@ -40,6 +40,13 @@ class Settings(BaseModel):
     beam_size: int = Field(default=1, ge=1, le=8)
     workers: int = Field(default=1, ge=1, le=32, description="engine instances")
     threads: int = Field(default=2, ge=1, le=64, description="threads per engine instance")
+    batch_finals: int = Field(
+        default=8,
+        ge=1,
+        le=32,
+        description="live finals of this many sessions at most in one engine call, where the "
+        "engine batches (faster-whisper); 1 turns batching off",
+    )
     max_upload_mb: float = Field(default=200, gt=0)
     max_audio_s: float = Field(default=4 * 3600, gt=0)
     message_expiry_s: int = Field(default=24 * 3600, ge=1)

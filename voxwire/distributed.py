@@ -173,7 +173,9 @@ async def run_worker(settings: Settings) -> None:
         metrics.serve(settings.metrics_port, settings.host)
     async with open_bus(settings, "worker") as bus:
         worker = FileWorker(bus, open_blob_store(settings), engines[1:], options)
-        streams = StreamWorker(bus, engines[0], options, checkpoints=checkpoints)
+        streams = StreamWorker(
+            bus, engines[0], options, checkpoints=checkpoints, batch_finals=settings.batch_finals
+        )
         try:
             await first_failure(worker.run(), streams.run())
         finally:

@@ -118,7 +118,9 @@ class EmbeddedPlatform:
             language=settings.language, beam_size=settings.beam_size, threads=settings.threads
         )
         self.worker = FileWorker(self.bus, self.blobs, self._engines[1:], options)
-        self.streams = StreamWorker(self.bus, self._engines[0], options)
+        self.streams = StreamWorker(
+            self.bus, self._engines[0], options, batch_finals=settings.batch_finals
+        )
         ingest = MqttIngest(
             self.bus,
             settings.host,

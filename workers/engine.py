@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -97,4 +97,14 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release the model."""
+        ...
+
+
+@runtime_checkable
+class BatchEngine(Engine, Protocol):
+    """An engine that can transcribe several short clips in one call."""
+
+    def transcribe_batch(self, clips: list[Audio], options: EngineOptions) -> list[list[Segment]]:
+        """Clips of up to 30 s each (endpointed utterances, from any sessions);
+        for each, its segments. Raises :class:`voxwire.errors.EngineError`."""
         ...

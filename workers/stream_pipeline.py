@@ -102,6 +102,7 @@ from voxwire.workers.engine import (
     Audio,
     Engine,
     EngineOptions,
+    Segment,
     TranscriptionAborted,
 )
 from voxwire.workers.pipeline import Emit
@@ -580,6 +581,43 @@ class StreamSession:
                 self._in_flight = None
         return True
 
+    def take_final(self) -> tuple[FinalWork, float] | None:
+        """Pop the next item when it is a final the engine must transcribe, for a
+        worker that transcribes the finals of several sessions in one engine
+        call; hand the result to :meth:`complete_final` with the start time
+        returned. None otherwise (the item stays queued for :meth:`run_next`)."""
+        with self._lock:
+            work = self._queue[0] if self._queue else None
+            if type(work) is not FinalWork or self._covered_by_likely(work):
+                return None
+            self._in_flight = self._queue.popleft()
+        return work, self._now()
+
+    def complete_final(
+        self, work: FinalWork, outcome: list[Segment] | VoxwireError, started: float
+    ) -> None:
+        """Commit a final taken with :meth:`take_final`: its segments, or the
+        engine's error (which costs this segment, as in :meth:`run_next`)."""
+        try:
+            if isinstance(outcome, VoxwireError):
+                outcome.sid = outcome.sid or self.sid
+                self.error(outcome)
+            else:
+                self._transcribed(work, outcome, started)
+        finally:
+            with self._lock:
+                self._in_flight = None
+
+    @property
+    def options(self) -> EngineOptions:
+        return self._options
+
+    def _covered_by_likely(self, work: Work) -> bool:
+        likely = self._likely
+        return bool(
+            isinstance(work, FinalWork) and likely and likely[:2] == (work.start_ms, work.end_ms)
+        )
+
     def finish(self) -> None:
         """After :meth:`end`: run what is left, then emit the transcript and the
         ``completed`` progress (nothing after a fatal error). Once only."""
@@ -647,7 +685,7 @@ class StreamSession:
             return
         started = self._now()
         likely = self._likely
-        if isinstance(work, FinalWork) and likely and likely[:2] == (work.start_ms, work.end_ms):
+        if isinstance(work, FinalWork) and likely and self._covered_by_likely(work):
             latency = LatencyData(
                 vad_ms=_ms(work.decided_at - work.audio_end_at),
                 queue_ms=_ms(started - work.decided_at),
@@ -672,6 +710,11 @@ class StreamSession:
                 VoxwireError(f"transcription failed: {name}", hint="retry later"), fatal=True
             )
             return
+        self._transcribed(work, segments, started)
+
+    def _transcribed(
+        self, work: PartialWork | FinalWork, segments: list[Segment], started: float
+    ) -> None:
         latency = LatencyData(
             vad_ms=_ms(work.decided_at - work.audio_end_at),
             queue_ms=_ms(started - work.decided_at),

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 from pydantic import ValidationError
 
@@ -50,14 +51,20 @@ from voxwire.bus import RESULTS_TOPIC, Bus, Record, Subscription, commit_or_warn
 from voxwire.errors import AudioError, BusError, VoxwireError
 from voxwire.tasks import first_failure
 from voxwire.windows import WINDOWS_TOPIC, windows_after
-from voxwire.workers.engine import Engine, EngineOptions
+from voxwire.workers.engine import BatchEngine, Engine, EngineOptions, Segment
 from voxwire.workers.stream_checkpoints import (
     CheckpointError,
     Checkpoints,
     MemoryCheckpoints,
     StreamCheckpoint,
 )
-from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession, stream_config
+from voxwire.workers.stream_pipeline import (
+    FinalWork,
+    Resume,
+    StreamConfig,
+    StreamSession,
+    stream_config,
+)
 from voxwire.workers.vad import SileroVad, Vad
 from voxwire_client.api import PromptChange, StreamRequest
 from voxwire_client.messages import Message, SegmentMessage, encode_message
@@ -69,6 +76,7 @@ AUDIO_TOPIC = "transcription.audio"
 STREAM_GROUP = "voxwire-streams"
 _IDLE = 99  # the running rank when the engine thread runs nothing
 _FINAL_RANKS = (1, 2)  # finals and likely finals (StreamSession.next_rank)
+_FINAL_RANK = 1  # finals only: what several sessions' can share an engine call
 _PARTIAL_RANK = 3
 _UNKNOWN_KEPT = 10_000  # sids remembered as unknown (forgotten all at once past this)
 
@@ -115,9 +123,14 @@ class StreamWorker:
         checkpoints: Checkpoints | None = None,
         vad_factory: Callable[[], Vad] = SileroVad,
         group: str = STREAM_GROUP,
+        batch_finals: int = 8,
     ) -> None:
         self._bus = bus
         self._engine = engine
+        # finals of this many sessions at most in one engine call, where the
+        # engine can (1: one at a time)
+        self._batch = batch_finals if isinstance(engine, BatchEngine) else 1
+        self.batches: list[int] = []  # the size of each batched call, for tests and benchmarks
         self._options = options
         self._checkpoints = checkpoints or MemoryCheckpoints()
         self._vad_factory = vad_factory
@@ -419,6 +432,10 @@ class StreamWorker:
                 break
             self._running_rank, _, _, sid = min(ranked)
             self._served[sid] = time.monotonic()
+            if self._running_rank == _FINAL_RANK and self._batch > 1:
+                others = [r[3] for r in sorted(ranked) if r[0] == _FINAL_RANK and r[3] != sid]
+                if self._run_finals([sid, *others], moved, finished):
+                    continue
             try:
                 self._sessions[sid].run_next()
             except _SessionMoved:
@@ -444,6 +461,45 @@ class StreamWorker:
                 log.exception("stream %s failed", sid)
             finished.append(sid)
         return finished, moved
+
+    def _run_finals(self, sids: list[str], moved: list[str], finished: list[str]) -> bool:
+        """Transcribe the waiting finals of ``sids`` (most urgent first) in one
+        engine call, those with the first one's options; False when the first
+        has none to batch (then it runs alone)."""
+        first = self._sessions[sids[0]]
+        taken: list[tuple[StreamSession, FinalWork, float]] = []
+        for sid in sids:
+            session = self._sessions[sid]
+            if len(taken) == self._batch or session.options != first.options:
+                continue
+            took = session.take_final()
+            if took is not None:
+                taken.append((session, *took))
+                self._served[sid] = time.monotonic()
+            elif sid == sids[0]:
+                return False
+        outcomes: list[list[Segment]] | VoxwireError
+        try:
+            if len(taken) == 1:  # alone: as run_next would
+                outcomes = [self._engine.transcribe(taken[0][1].audio, first.options)]
+            else:
+                engine = cast(BatchEngine, self._engine)
+                outcomes = engine.transcribe_batch([w.audio for _, w, _ in taken], first.options)
+                self.batches.append(len(taken))
+        except VoxwireError as exc:
+            outcomes = exc
+        for i, (session, work, started) in enumerate(taken):
+            outcome = outcomes if isinstance(outcomes, VoxwireError) else outcomes[i]
+            try:
+                session.complete_final(work, outcome, started)
+            except _SessionMoved:
+                moved.append(session.sid)
+            except (BusError, CheckpointError):
+                raise
+            except Exception:
+                log.exception("stream %s failed", session.sid)
+                finished.append(session.sid)
+        return True
 
     def _report_errors(self, moved: list[str]) -> None:
         """Emit the errors ingestion found (on this thread: emitting waits on the bus)."""

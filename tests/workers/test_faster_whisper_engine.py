@@ -83,3 +83,21 @@ def test_the_factory_knows_it_and_refuses_what_is_not_a_checkpoint(tmp_path: Pat
     closed.close()
     with pytest.raises(EngineError, match="closed"):
         closed.transcribe(jfk_audio(), OPTIONS)
+
+
+def test_a_batch_of_clips_reads_as_each_clip_alone(engine: FasterWhisperEngine) -> None:
+    """Endpointed utterances of several sessions, in one engine call."""
+    items = [i for i in eval_with_text() if i.duration_s <= 12][:6]
+    clips = [decode(i.path.read_bytes()).samples for i in items]
+    refs = [i.text for i in items]
+    alone = [_text(engine.transcribe(clip, OPTIONS)) for clip in clips]
+    batched = engine.transcribe_batch(clips, OPTIONS)
+    assert len(batched) == len(clips)
+    for clip, segments in zip(clips, batched, strict=True):
+        assert len(segments) == 1
+        assert segments[0].start_ms == 0 and segments[0].end_ms == len(clip) * 1000 // SAMPLE_RATE
+    batch_wer = corpus_wer(refs, [_text(s) for s in batched])
+    assert batch_wer <= corpus_wer(refs, alone) + 0.02, [_text(s) for s in batched]
+    silent = engine.transcribe_batch([np.zeros(SAMPLE_RATE, dtype=np.float32)], OPTIONS)
+    assert silent == [[]]
+    assert engine.transcribe_batch([], OPTIONS) == []

@@ -312,3 +312,44 @@ async def test_a_session_sending_faster_than_real_time_takes_turns_with_the_othe
     assert order.count("flood") == 18 and order.count("calm") == 3
     last_calm = max(i for i, sid in enumerate(order) if sid == "calm")
     assert order[last_calm + 1 :].count("flood") >= 6, order
+
+
+@pytest.mark.timeout(300)
+async def test_finals_of_several_sessions_share_one_engine_call() -> None:
+    """With an engine that batches (faster-whisper), finals waiting in several
+    sessions go through one call; each session still gets its own text."""
+    from tests.helpers import corpus_wer, joined_utterances
+    from voxwire.workers.engines import create_engine
+
+    engine = create_engine("faster-whisper", "tiny.en")
+    bus, out = MemoryBus(), []
+    worker = StreamWorker(bus, engine, EngineOptions())
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await asyncio.sleep(0.05)
+    data, _spans, refs = joined_utterances()
+    size = CHUNK_MS * 32
+    sids = [f"bt{i}" for i in range(4)]
+    for sid in sids:  # every session sends all its audio at once: finals pile up
+        start = StreamStart(sid, "t1", StreamRequest(partial_interval_s=0))
+        await bus.produce(
+            AUDIO_TOPIC, sid, envelope(f"stream/{sid}/start", start.encode(), "gateway")
+        )
+    for n, at in enumerate(range(0, len(data), size)):
+        for sid in sids:
+            await bus.produce(
+                AUDIO_TOPIC, sid, envelope(f"audio/{sid}/chunk/{n}", data[at : at + size])
+            )
+    for sid in sids:
+        await bus.produce(AUDIO_TOPIC, sid, envelope(f"audio/{sid}/control", b'{"type": "end"}'))
+    await _until(lambda: sum(isinstance(m, TranscriptMessage) for m in out) == len(sids), 240)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    engine.close()
+    assert worker.batches and max(worker.batches) > 1, worker.batches
+    for sid in sids:
+        finals = [
+            m for m in out if isinstance(m, SegmentMessage) and m.sid == sid and m.type == "final"
+        ]
+        assert len(finals) == len(refs), [f.segment.text for f in finals]
+        assert corpus_wer(refs, [f.segment.text for f in finals]) <= 0.1

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from voxwire.errors import EngineError, ModelError
 from voxwire.workers.engine import (
     SAMPLE_RATE,
@@ -114,6 +116,52 @@ class FasterWhisperEngine:
                 if on_segment is not None:
                     on_segment(segment)  # what it raises stops the run, as it is
         return found
+
+    def transcribe_batch(self, clips: list[Audio], options: EngineOptions) -> list[list[Segment]]:
+        """Several clips of up to 30 s (endpointed utterances, from any sessions)
+        in one encoder call and one batched decode: a segment per clip that has
+        text, spanning the clip (no timestamps inside it)."""
+        from faster_whisper.audio import pad_or_trim  # type: ignore[import-untyped]
+        from faster_whisper.tokenizer import Tokenizer  # type: ignore[import-untyped]
+
+        samples = [check_audio(clip) for clip in clips]
+        if not samples:
+            return []
+        with self._lock:
+            model = self._model
+            if model is None:
+                raise EngineError("the engine is closed")
+            language = None if options.language in ("", "auto") else options.language
+            tokenizer = Tokenizer(
+                model.hf_tokenizer, self.multilingual, task="transcribe", language=language or "en"
+            )
+            previous = (
+                tokenizer.encode(" " + options.initial_prompt.strip())
+                if options.initial_prompt
+                else []
+            )
+            prompt = model.get_prompt(tokenizer, previous, without_timestamps=True)
+            features = np.stack([pad_or_trim(model.feature_extractor(s)) for s in samples])
+            try:
+                encoded = model.encode(features)
+                results = model.model.generate(
+                    encoded,
+                    [list(prompt) for _ in samples],
+                    beam_size=options.beam_size,
+                    max_length=model.max_length,
+                    suppress_blank=True,
+                    suppress_tokens=[-1],
+                    return_no_speech_prob=True,
+                    sampling_temperature=options.temperature or 1.0,
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise EngineError(f"faster-whisper failed: {exc}") from exc
+        out: list[list[Segment]] = []
+        for clip, result in zip(samples, results, strict=True):
+            text = clean_text(tokenizer.decode(result.sequences_ids[0]))
+            end_ms = min(clip.size, 30 * SAMPLE_RATE) * 1000 // SAMPLE_RATE
+            out.append([Segment(0, end_ms, text, float(result.no_speech_prob))] if text else [])
+        return out
 
     def close(self) -> None:
         with self._lock:
