@@ -78,6 +78,7 @@ bench: $(STAMP) services
 	$(BIN)/python benchmarks/bench_vad.py
 	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_search.py
 	$(BIN)/python benchmarks/bench_redaction.py
+	$(BIN)/python benchmarks/bench_load.py
 
 contract: $(STAMP)
 	$(BIN)/voxwire contract --out client-sdk/contract

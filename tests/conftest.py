@@ -37,11 +37,14 @@ def model_path() -> Path:
     return registry.resolve("tiny.en")
 
 
-@pytest.fixture(scope="session", params=["embedded", "distributed"])
+@pytest.fixture(scope="session", params=["embedded", "embedded-whispercpp", "distributed"])
 def platform(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_path: Path
 ) -> Iterator[PlatformThread | DistributedPlatform]:
-    """The whole platform, in each mode: the end-to-end suite runs against both."""
+    """The whole platform, in each mode and with each engine: the end-to-end
+    suite runs against all three (the distributed mode runs the same worker
+    code as the embedded one, so it runs with the default engine only:
+    faster-whisper)."""
     if request.param == "distributed":
         distributed = DistributedPlatform(
             tmp_path_factory.mktemp("distributed"), max_audio_s="90", max_upload_mb="8"
@@ -49,6 +52,7 @@ def platform(
         yield distributed
         distributed.stop()
         return
+    whispercpp = request.param == "embedded-whispercpp"
     settings = Settings(
         http_port=0,
         mqtt_port=0,
@@ -56,7 +60,8 @@ def platform(
         data_dir=tmp_path_factory.mktemp("data"),
         max_audio_s=90,
         max_upload_mb=8,
+        engine="whispercpp" if whispercpp else "faster-whisper",
     )
-    running = PlatformThread(settings, model_path).start()
+    running = PlatformThread(settings, model_path if whispercpp else None).start()
     yield running
     running.stop()

@@ -86,7 +86,7 @@ def corpus_wer(refs: list[str], hyps: list[str]) -> float:
 class PlatformThread:
     """An EmbeddedPlatform on free ports, run by an event loop in a thread."""
 
-    def __init__(self, settings: Settings, model_path: Path) -> None:
+    def __init__(self, settings: Settings, model_path: Path | None) -> None:
         self.platform = EmbeddedPlatform(settings, model_path=model_path)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)

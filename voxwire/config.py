@@ -34,18 +34,23 @@ class Settings(BaseModel):
     mqtt_port: int = Field(default=1883, ge=0, le=65535)
     ws_port: int = Field(default=8083, ge=0, le=65535)
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("voxwire")))
-    engine: Literal["whispercpp", "faster-whisper"] = "whispercpp"
+    engine: Literal["whispercpp", "faster-whisper"] = Field(
+        default="faster-whisper",
+        description="faster-whisper (CTranslate2 int8) or whispercpp; benchmarks/bench_engines.py "
+        "and bench_streams.py compare them",
+    )
     model: str = "tiny.en"
     language: str = "en"
     beam_size: int = Field(default=1, ge=1, le=8)
     workers: int = Field(default=1, ge=1, le=32, description="engine instances")
     threads: int = Field(default=2, ge=1, le=64, description="threads per engine instance")
     batch_finals: int = Field(
-        default=8,
+        default=1,
         ge=1,
         le=32,
         description="live finals of this many sessions at most in one engine call, where the "
-        "engine batches (faster-whisper); 1 turns batching off",
+        "engine batches (faster-whisper); 1, the default, does not batch: on 2 CPU cores it "
+        "made finals later (bench_streams.py)",
     )
     max_upload_mb: float = Field(default=200, gt=0)
     max_audio_s: float = Field(default=4 * 3600, gt=0)

@@ -31,6 +31,9 @@ class EngineOptions:
     threads: int = 2
     temperature: float = 0.0
     initial_prompt: str | None = None
+    audio_ctx: int = 0
+    """whisper.cpp: encoder frames to use (50 per second of audio, at most 1500);
+    0 encodes the whole 30 s window. Smaller is faster on short clips."""
 
 
 @dataclass(frozen=True, slots=True)

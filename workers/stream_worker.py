@@ -123,7 +123,7 @@ class StreamWorker:
         checkpoints: Checkpoints | None = None,
         vad_factory: Callable[[], Vad] = SileroVad,
         group: str = STREAM_GROUP,
-        batch_finals: int = 8,
+        batch_finals: int = 1,
     ) -> None:
         self._bus = bus
         self._engine = engine
@@ -210,7 +210,7 @@ class StreamWorker:
             if audio.chunk is not None:
                 session.push(audio.chunk, payload, now)
             else:
-                held_for = self._control(sid, session, payload, now)
+                held_for = await self._control(sid, session, payload, now)
         except VoxwireError as exc:
             with self._errors_lock:
                 self._errors.append((session, exc))
@@ -293,7 +293,7 @@ class StreamWorker:
             log.info("stream %s opened", start.sid)
         return session
 
-    def _control(self, sid: str, session: StreamSession, payload: bytes, now: float) -> int:
+    async def _control(self, sid: str, session: StreamSession, payload: bytes, now: float) -> int:
         """Apply a control message; return the chunk its record is held for."""
         try:
             body = json.loads(payload)
@@ -311,7 +311,9 @@ class StreamWorker:
                 raise InvalidChunkError(
                     f"unusable prompt change: {exc.errors()[0]['msg']}", sid=sid
                 ) from exc
-            session.change_prompts(change.add, change.remove)
+            # not on the event loop: the change waits for the session's emit lock,
+            # which the engine thread holds while it waits for the loop to send
+            await asyncio.to_thread(session.change_prompts, change.add, change.remove)
             # committed once a checkpoint after it (with the new prompts) is saved
             return session.next_chunk
         raise InvalidChunkError(

@@ -30,7 +30,7 @@ def web_platform(
         data_dir=tmp_path_factory.mktemp("web"),
         max_audio_s=120,
     )
-    running = PlatformThread(settings, model_path).start()
+    running = PlatformThread(settings, None).start()
     yield running
     running.stop()
 

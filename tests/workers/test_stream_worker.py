@@ -323,7 +323,7 @@ async def test_finals_of_several_sessions_share_one_engine_call() -> None:
 
     engine = create_engine("faster-whisper", "tiny.en")
     bus, out = MemoryBus(), []
-    worker = StreamWorker(bus, engine, EngineOptions())
+    worker = StreamWorker(bus, engine, EngineOptions(), batch_finals=8)
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
     await asyncio.sleep(0.05)
     data, _spans, refs = joined_utterances()
@@ -353,3 +353,37 @@ async def test_finals_of_several_sessions_share_one_engine_call() -> None:
         ]
         assert len(finals) == len(refs), [f.segment.text for f in finals]
         assert corpus_wer(refs, [f.segment.text for f in finals]) <= 0.1
+
+
+class SlowResults(MemoryBus):
+    """Sending a result takes a while (a busy Kafka): the engine thread holds a
+    session's emit lock while the event loop sends."""
+
+    async def produce(self, topic: str, key: str, value: bytes) -> None:
+        if topic == RESULTS_TOPIC:
+            await asyncio.sleep(0.05)
+        await super().produce(topic, key, value)
+
+
+async def test_prompt_changes_while_results_are_being_sent_do_not_stall_the_stream() -> None:
+    bus, out = SlowResults(), []
+    worker = StreamWorker(
+        bus, ScriptedEngine(lambda a: "the budget"), EngineOptions(), vad_factory=EnergyVad
+    )
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await asyncio.sleep(0.05)
+    start = StreamStart("pl1", "t1", StreamRequest(partial_interval_s=0.2))
+    await bus.produce(AUDIO_TOPIC, "pl1", envelope("stream/pl1/start", start.encode(), "gateway"))
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    for n, i in enumerate(range(0, len(data), size)):
+        await bus.produce(AUDIO_TOPIC, "pl1", envelope(f"audio/pl1/chunk/{n}", data[i : i + size]))
+        change = f'{{"type": "prompts", "add": [{{"id": "p{n}", "text": "budget"}}]}}'
+        await bus.produce(AUDIO_TOPIC, "pl1", envelope("audio/pl1/control", change.encode()))
+        await asyncio.sleep(0.01)  # while the engine thread is sending
+    await bus.produce(AUDIO_TOPIC, "pl1", envelope("audio/pl1/control", b'{"type": "end"}'))
+    await _until(lambda: any(m.type == "transcript" for m in out), timeout=30)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert [m for m in out if m.type == "match"], "the prompts were applied"

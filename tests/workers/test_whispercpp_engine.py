@@ -234,3 +234,20 @@ def test_damaged_models_give_model_error_without_crashing(
     for key, outcome in results.items():
         assert outcome.startswith("ModelError: "), f"{key}: {outcome}"
         assert "voxwire models install" in outcome or "ggml" in outcome, outcome
+
+
+def test_audio_ctx_fit_to_a_short_clip_keeps_the_text(whispercpp_engine: WhisperCppEngine) -> None:
+    """audio_ctx cut to the clip's length (11 s -> 614 frames) reads JFK as well."""
+    audio = jfk_audio()
+    frames = -(-audio.size * 50 // SAMPLE_RATE) + 64
+    segments = whispercpp_engine.transcribe(audio, replace(OPTIONS, audio_ctx=frames))
+    assert wer(reference_text(JFK_ID), _text(segments)) <= 0.10, _text(segments)
+
+
+def test_flash_attention_loads_and_transcribes(whispercpp_engine: WhisperCppEngine) -> None:
+    engine = WhisperCppEngine(whispercpp_engine.model_path, flash_attn=True)
+    try:
+        text = _text(engine.transcribe(jfk_audio(), OPTIONS))
+    finally:
+        engine.close()
+    assert wer(reference_text(JFK_ID), text) <= 0.10, text

@@ -58,7 +58,8 @@ def up(
             workers=workers,
             data_dir=data_dir,
         )
-        model_path = _model(settings.model)
+        # whisper.cpp's ggml file is built on first use; faster-whisper reads the shipped folder
+        model_path = _model(settings.model) if settings.engine == "whispercpp" else None
         if distributed:
             from voxwire.cli.up_distributed import serve_distributed
 
@@ -75,7 +76,7 @@ def _model(name: str) -> Path:
     return install_with_progress(name)
 
 
-async def _serve(settings: Settings, model_path: Path) -> None:
+async def _serve(settings: Settings, model_path: Path | None) -> None:
     from voxwire.embedded import EmbeddedPlatform  # the heavy imports, only when serving
 
     platform = EmbeddedPlatform(settings, model_path=model_path)

