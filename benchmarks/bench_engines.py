@@ -4,7 +4,8 @@ Every eval recording with a reference transcript (../shared/eval), decoded
 once, transcribed whole by each engine and setting in turn, one at a time,
 with 2 threads (this machine's cores) unless a row says otherwise. RTFx is
 seconds of audio per second of compute (higher is faster); the first row
-(whisper.cpp f16, greedy) is the baseline of the ratio column. WER is over the whole corpus,
+(whisper.cpp f16, greedy, without flash attention) is the baseline of the
+ratio column; each later whisper.cpp row changes one lever from it. WER is over the whole corpus,
 after the same normalisation the tests use. Each setting is run ``--rounds``
 times and the fastest round counts (the machine is noisy).
 
@@ -49,15 +50,16 @@ class Setting:
         )
 
 
+NO_FLASH = (("flash_attn", False),)
 SETTINGS = [
-    Setting("whisper.cpp f16, greedy", "whispercpp", "tiny.en"),
-    Setting("whisper.cpp f16, beam 2", "whispercpp", "tiny.en", beam_size=2),
-    Setting("whisper.cpp q8_0, greedy", "whispercpp", "tiny.en-q8_0"),
-    Setting("whisper.cpp f16, 1 thread", "whispercpp", "tiny.en", threads=1),
+    Setting("whisper.cpp f16, greedy", "whispercpp", "tiny.en", kwargs=NO_FLASH),
+    Setting("whisper.cpp f16, beam 2", "whispercpp", "tiny.en", beam_size=2, kwargs=NO_FLASH),
+    Setting("whisper.cpp q8_0, greedy", "whispercpp", "tiny.en-q8_0", kwargs=NO_FLASH),
+    Setting("whisper.cpp f16, 1 thread", "whispercpp", "tiny.en", threads=1, kwargs=NO_FLASH),
+    Setting("whisper.cpp f16, flash attention (default)", "whispercpp", "tiny.en"),
     Setting(
-        "whisper.cpp f16, flash attention", "whispercpp", "tiny.en", kwargs=(("flash_attn", True),)
+        "whisper.cpp f16, audio_ctx fit", "whispercpp", "tiny.en", scaled_ctx=True, kwargs=NO_FLASH
     ),
-    Setting("whisper.cpp f16, audio_ctx fit", "whispercpp", "tiny.en", scaled_ctx=True),
     Setting("faster-whisper int8, greedy", "faster-whisper", "tiny.en"),
     Setting("faster-whisper int8, beam 2", "faster-whisper", "tiny.en", beam_size=2),
     Setting(

@@ -76,7 +76,7 @@ AUDIO_TOPIC = "transcription.audio"
 STREAM_GROUP = "voxwire-streams"
 _IDLE = 99  # the running rank when the engine thread runs nothing
 _FINAL_RANKS = (1, 2)  # finals and likely finals (StreamSession.next_rank)
-_FINAL_RANK = 1  # finals only: what several sessions' can share an engine call
+_FINAL_RANK = 1  # finals only: those of several sessions can share an engine call
 _PARTIAL_RANK = 3
 _UNKNOWN_KEPT = 10_000  # sids remembered as unknown (forgotten all at once past this)
 

@@ -244,8 +244,9 @@ def test_audio_ctx_fit_to_a_short_clip_keeps_the_text(whispercpp_engine: Whisper
     assert wer(reference_text(JFK_ID), _text(segments)) <= 0.10, _text(segments)
 
 
-def test_flash_attention_loads_and_transcribes(whispercpp_engine: WhisperCppEngine) -> None:
-    engine = WhisperCppEngine(whispercpp_engine.model_path, flash_attn=True)
+def test_without_flash_attention_it_reads_the_same(whispercpp_engine: WhisperCppEngine) -> None:
+    """Flash attention is on by default (1.47x faster in bench_engines.py); off reads alike."""
+    engine = WhisperCppEngine(whispercpp_engine.model_path, flash_attn=False)
     try:
         text = _text(engine.transcribe(jfk_audio(), OPTIONS))
     finally:
