@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import numpy as np
 import psutil
 
@@ -108,8 +109,6 @@ class Platform:
         raise RuntimeError("voxwire up did not become ready in 180 s")
 
     def _healthy(self) -> bool:
-        import httpx
-
         try:
             return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
         except httpx.HTTPError:

@@ -145,10 +145,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
 
     Caller = Annotated[Tenant, Depends(tenant)]
 
-    async def owned_session(sid: str, caller: Caller) -> SessionRecord:
-        return await _session_of(sid, caller.id)
-
-    async def _session_of(sid: str, tenant_id: str) -> SessionRecord:
+    async def session_of(sid: str, tenant_id: str) -> SessionRecord:
         validate_sid(sid)
         session = await ctx.store.get_session(sid)
         if session is None or session.tenant_id != tenant_id:
@@ -159,12 +156,12 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         """The session, for its API key's tenant or for a session token naming it."""
         credential = _credential(request)
         if credential is None or not looks_like_token(credential):
-            return await owned_session(sid, await tenant(request))
+            return await session_of(sid, (await tenant(request)).id)
         grant = tokens.verify(credential)
         if sid not in grant.sids:
             raise NotFoundError(f"no session {sid} for this token", sid=sid)
         take(grant.tenant_id, grant.tenant_id)
-        return await _session_of(sid, grant.tenant_id)
+        return await session_of(sid, grant.tenant_id)
 
     Owned = Annotated[SessionRecord, Depends(session_access)]
 
@@ -300,7 +297,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         """A short-lived token for a browser: it connects to the broker with it as
         password and may follow (and stream audio to) only these sessions."""
         for sid in request.sids:
-            await owned_session(sid, caller)
+            await session_of(sid, caller.id)
         grant = tokens.issue(caller.id, list(request.sids), request.ttl_s)
         await ctx.access.add_token(grant)
         return TokenResponse(

@@ -588,7 +588,7 @@ class StreamSession:
         returned. None otherwise (the item stays queued for :meth:`run_next`)."""
         with self._lock:
             work = self._queue[0] if self._queue else None
-            if type(work) is not FinalWork or self._covered_by_likely(work):
+            if type(work) is not FinalWork or self._likely_text(work) is not None:
                 return None
             self._in_flight = self._queue.popleft()
         return work, self._now()
@@ -612,11 +612,12 @@ class StreamSession:
     def options(self) -> EngineOptions:
         return self._options
 
-    def _covered_by_likely(self, work: Work) -> bool:
+    def _likely_text(self, work: Work) -> str | None:
+        """The text of the likely final with this final's bounds, if one was transcribed."""
         likely = self._likely
-        return bool(
-            isinstance(work, FinalWork) and likely and likely[:2] == (work.start_ms, work.end_ms)
-        )
+        if isinstance(work, FinalWork) and likely and likely[:2] == (work.start_ms, work.end_ms):
+            return likely[2]
+        return None
 
     def finish(self) -> None:
         """After :meth:`end`: run what is left, then emit the transcript and the
@@ -684,14 +685,14 @@ class StreamSession:
                 self._emit(self._progress_message(status, work.stream_ms, speech=work.speech))
             return
         started = self._now()
-        likely = self._likely
-        if isinstance(work, FinalWork) and likely and self._covered_by_likely(work):
+        likely = self._likely_text(work)
+        if isinstance(work, FinalWork) and likely is not None:
             latency = LatencyData(
                 vad_ms=_ms(work.decided_at - work.audio_end_at),
                 queue_ms=_ms(started - work.decided_at),
                 transcribe_ms=0,  # done while the pause went on
             )
-            self._final(work, likely[2], latency)
+            self._final(work, likely, latency)
             return
         abort = self._preempted if isinstance(work, PartialWork) else None
         try:

@@ -86,7 +86,7 @@ class SessionView {
   listeners() {
     return {
       progress: (/** @type {any} */ m) => {
-        if (m.percent !== undefined) this.progress.value = m.percent;
+        this.progress.value = m.percent;
         this.status(m.status === "transcribing" ? `transcribing… ${Math.round(m.percent)}%` : m.status);
       },
       partial: (/** @type {any} */ m) => this.segment(m.segment, true),
@@ -246,9 +246,7 @@ async function toggleRecording() {
   const view = new SessionView($("#live-view"));
   view.progress.hidden = true; // a live stream has no length to fill
   const listeners = view.listeners();
-  const showProgress = listeners.progress;
   listeners.progress = (/** @type {any} */ m) => {
-    showProgress({ ...m, percent: undefined });
     view.status(m.status === "transcribing" ? "live" : m.status);
     if (m.speech !== null && m.speech !== undefined) setVad(m.speech ? "speech" : "silence", m.speech ? "speaking" : "silence");
     if (m.lag_ms !== null && m.lag_ms !== undefined) $("#lag").textContent = `lag ${(m.lag_ms / 1000).toFixed(1)} s`;

@@ -75,12 +75,7 @@ class FasterWhisperEngine:
         samples = check_audio(audio)
         if samples.size < SAMPLE_RATE // 10:
             return []
-        language = None if options.language in ("", "auto") else options.language
-        if not self.multilingual and language not in (None, "en"):
-            raise EngineError(
-                f"model {self.model_dir.name} is English-only, cannot transcribe {language!r}",
-                hint="use a multilingual model",
-            )
+        language = self._language(options)
         duration_ms = samples.size * 1000 // SAMPLE_RATE
         found: list[Segment] = []
         with self._lock:
@@ -136,7 +131,7 @@ class FasterWhisperEngine:
             model = self._model
             if model is None:
                 raise EngineError("the engine is closed")
-            language = None if options.language in ("", "auto") else options.language
+            language = self._language(options)
             tokenizer = Tokenizer(
                 model.hf_tokenizer, self.multilingual, task="transcribe", language=language or "en"
             )
@@ -167,6 +162,16 @@ class FasterWhisperEngine:
             end_ms = min(clip.size, 30 * SAMPLE_RATE) * 1000 // SAMPLE_RATE
             out.append([Segment(0, end_ms, text, float(result.no_speech_prob))] if text else [])
         return out
+
+    def _language(self, options: EngineOptions) -> str | None:
+        """The language to decode (None: detect); raises for one the model lacks."""
+        language = None if options.language in ("", "auto") else options.language
+        if not self.multilingual and language not in (None, "en"):
+            raise EngineError(
+                f"model {self.model_dir.name} is English-only, cannot transcribe {language!r}",
+                hint="use a multilingual model",
+            )
+        return language
 
     def close(self) -> None:
         with self._lock:

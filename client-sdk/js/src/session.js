@@ -87,6 +87,8 @@ export class SessionFeed extends Emitter {
     this.finals = new Map();
     /** @type {MatchMessage[]} */
     this.matches = [];
+    /** @type {TranscriptMessage | undefined} */
+    this.transcript = undefined;
     this.lastActivity = Date.now();
     /** @type {Promise<void> | null} */
     this.catching = null;
