@@ -1,21 +1,29 @@
 """Bridge delivery: the MQTT ceiling, then Kafka -> bridge -> Mosquitto -> subscriber.
 
-Both in one run against the servers of `make services`, with the same ~1 KB
+All in one run against the servers of `make services`, with the same ~1 KB
 QoS 1 payloads, the subscriber in a process of its own (in the publisher's
 process its clock was delayed by the publishing: the ceiling read 5.2k msg/s
-with it there, 7.5k with it apart):
+with it there, 7.5k with it apart). Three paths:
 
-1. ceiling: a paho publisher -> Mosquitto -> a paho subscriber, as fast as it
-   goes (throughput) and paced at a fixed rate (latency percentiles);
-2. Kafka alone: records produced at the paced rate and consumed (and
-   committed) by a subscription in this process: the latency floor the bridge
-   starts from;
-3. bridge: a backlog of records produced to Kafka's results topic, then drained
-   by a `voxwire bridge` process (store in PostgreSQL, hot state in Redis,
-   publish to Mosquitto) to a subscriber; then latency at a paced rate.
+1. ceiling: a paho publisher -> Mosquitto -> a paho subscriber;
+2. Kafka floor: records produced and consumed (and committed) by a
+   subscription in this process: the latency the bridge starts from;
+3. bridge: records produced to Kafka's results topic, relayed by a
+   `voxwire bridge` process (store in PostgreSQL, hot state in Redis, publish
+   to Mosquitto) to the subscriber.
+
+Throughput: a backlog of ``--count`` messages, as fast as each path drains it
+(the bridge is started once the backlog is in Kafka). Latency: each path paced
+at each of ``--rates`` for 5 s (``half`` is half the ceiling's throughput, the
+rate the delivery target is set at). "Added" is the bridge's p99 minus the
+ceiling's (the target) and minus the Kafka floor's (what the bridge itself
+adds on top of Kafka).
+
+Writes ``<out>/bridge.json`` and ``<out>/bridge.md``.
 
     set -a; eval "$(scripts/services.sh env)"; set +a
-    .venv/bin/python benchmarks/bench_bridge.py [--count 20000] [--rate MSGS_PER_S]
+    .venv/bin/python benchmarks/bench_bridge.py [--count 20000] [--rates 200,1000,2000,half]
+        [--out bench-results]
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import sys
 import threading
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -45,6 +54,8 @@ from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
 from voxwire.config import load_settings
 from voxwire.distributed import broker_address
 from voxwire_client.messages import MatchMessage, encode_message
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Receiver:
@@ -124,47 +135,72 @@ def percentiles(latencies: list[float]) -> tuple[float, float]:
     return q[49] * 1000, q[98] * 1000
 
 
-def ceiling(host: str, port: int, user: str, pw: str, count: int, rate: float) -> dict[str, float]:
-    sid = "bench" + secrets.token_hex(3)
-    rx = Receiver(host, port, user, pw, f"transcription/{sid}/+")
-    rx.start()
-    tx = MqttConnection(
-        host,
-        port,
-        client_id="bench-tx-" + secrets.token_hex(3),
-        username=user,
-        password=pw,
-        max_inflight=1000,
-        session_expiry_s=60,
-    )
-    tx.connect()
-    topic = f"transcription/{sid}/match"
-    start = time.time()
-    futures = [tx.publish(topic, message(sid, i + 1), retain=False) for i in range(count)]
-    arrivals = rx.collect(1, count)
-    elapsed = max(arrivals.values()) - start
-    for f in futures:
-        f.result(30)
-    throughput = len(arrivals) / elapsed
-    # paced run for latency
+PACED_S = 5.0
+
+
+def pace(rate: float, send: Any) -> dict[int, float]:
+    """Call ``send(i)`` for i = 1..rate*PACED_S at ``rate`` per second; the send times."""
     sent: dict[int, float] = {}
-    paced = min(count, int(rate * 5))
-    for i in range(paced):
-        seq = count + i + 1
-        sent[seq] = time.time()
-        tx.publish(topic, message(sid, seq), retain=False)
-        time.sleep(max(0.0, (i + 1) / rate - (time.time() - sent[count + 1])))
-    arrivals = rx.collect(count + 1, count + paced)
+    t0 = time.time()
+    for i in range(1, int(rate * PACED_S) + 1):
+        sent[i] = time.time()
+        send(i)
+        time.sleep(max(0.0, i / rate - (time.time() - t0)))
+    return sent
+
+
+def latency(sent: dict[int, float], arrivals: dict[int, float]) -> dict[str, float]:
     latencies = [arrivals[s] - t for s, t in sent.items() if s in arrivals]
     p50, p99 = percentiles(latencies)
-    tx.close()
-    rx.stop()
-    return {
-        "msgs_per_s": throughput,
-        "lost": count - len(futures) + (paced - len(latencies)),
-        "p50_ms": p50,
-        "p99_ms": p99,
-    }
+    return {"p50_ms": p50, "p99_ms": p99, "lost": len(sent) - len(latencies)}
+
+
+class Ceiling:
+    """paho -> Mosquitto -> paho."""
+
+    def __init__(self, host: str, port: int, user: str, pw: str) -> None:
+        self.sid = "bench" + secrets.token_hex(3)
+        self.topic = f"transcription/{self.sid}/match"
+        self.rx = Receiver(host, port, user, pw, f"transcription/{self.sid}/+")
+        self.tx = MqttConnection(
+            host,
+            port,
+            client_id="bench-tx-" + secrets.token_hex(3),
+            username=user,
+            password=pw,
+            max_inflight=1000,
+            session_expiry_s=60,
+        )
+        self.seq = 0
+
+    def __enter__(self) -> Ceiling:
+        self.rx.start()
+        self.tx.connect()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.tx.close()
+        self.rx.stop()
+
+    def throughput(self, count: int) -> dict[str, float]:
+        first = self.seq + 1
+        start = time.time()
+        futures = [self._send(i) for i in range(count)]
+        arrivals = self.rx.collect(first, self.seq)
+        elapsed = max(arrivals.values()) - start
+        for f in futures:
+            f.result(30)
+        return {"msgs_per_s": len(arrivals) / elapsed, "lost": count - len(arrivals)}
+
+    def paced(self, rate: float) -> dict[str, float]:
+        base = self.seq
+        sent = pace(rate, lambda _i: self._send(0))
+        arrivals = self.rx.collect(base + 1, self.seq)
+        return latency({base + i: t for i, t in sent.items()}, arrivals)
+
+    def _send(self, _i: int) -> Any:
+        self.seq += 1
+        return self.tx.publish(self.topic, message(self.sid, self.seq), retain=False)
 
 
 async def kafka_floor(settings: Any, rate: float) -> dict[str, float]:
@@ -173,20 +209,24 @@ async def kafka_floor(settings: Any, rate: float) -> dict[str, float]:
     kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=namespace)
     bus = NamespacedBus(KafkaBus(settings.kafka_bootstrap, client_id="bench"), f"{namespace}.")
     subscription = bus.subscribe(RESULTS_TOPIC, "bench-floor")
-    paced = int(rate * 5)
+    paced = int(rate * PACED_S)
     sent: dict[int, float] = {}
     arrivals: dict[int, float] = {}
 
     async def consume() -> None:
-        while len(arrivals) < paced:
+        commits = []  # in the background, as the bridge commits
+        while len(arrivals) <= paced:  # the warm-up record and 1..paced
             records = await subscription.next_batch(500)
             now = time.time()
             for record in records:
                 arrivals[int(record.key)] = now
-            await subscription.commit(*records)
+            commits.append(asyncio.create_task(subscription.commit(*records)))
+        await asyncio.gather(*commits)
 
     consumer = asyncio.create_task(consume())
     await bus.produce(RESULTS_TOPIC, "0", b"warm-up")
+    while 0 not in arrivals:  # the group has its partitions: the clock starts now
+        await asyncio.sleep(0.01)
     producing = []
     t0 = time.time()
     for i in range(1, paced + 1):
@@ -199,13 +239,13 @@ async def kafka_floor(settings: Any, rate: float) -> dict[str, float]:
     finally:
         await subscription.close()
         await bus.close()
-    p50, p99 = percentiles([arrivals[i] - t for i, t in sent.items() if i in arrivals])
-    return {"msgs_per_s": float("nan"), "lost": paced - len(sent), "p50_ms": p50, "p99_ms": p99}
+    return latency(sent, arrivals)
 
 
-async def bridge(settings: Any, count: int, rate: float) -> dict[str, float]:
+async def bridge(settings: Any, count: int, rates: list[float]) -> list[dict[str, float]]:
     """The real `voxwire bridge` process (relay to PostgreSQL, Redis and Mosquitto,
-    plus its ingest and indexer), fed through Kafka by this process."""
+    plus its ingest and indexer), fed through Kafka by this process: its drain
+    throughput, then its latency at each rate."""
     namespace = "bench" + secrets.token_hex(3)
     kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=namespace)
     host, port = broker_address(settings)
@@ -226,70 +266,94 @@ async def bridge(settings: Any, count: int, rate: float) -> dict[str, float]:
     )
     try:
         drained = sorted((await asyncio.to_thread(rx.collect, 1, count)).values())
-        throughput = len(drained) / (drained[-1] - drained[0])
-        lost = count - len(drained)
-        # latency at a paced rate, the bridge running
-        sent: dict[int, float] = {}
-        paced = min(count, int(rate * 5))
-        t0 = time.time()
-        producing = []
-        for i in range(paced):
-            seq = count + i + 1
-            sent[seq] = time.time()
-            producing.append(
-                asyncio.ensure_future(bus.produce(RESULTS_TOPIC, sid, message(sid, seq)))
-            )
-            await asyncio.sleep(max(0.0, (i + 1) / rate - (time.time() - t0)))
-        await asyncio.gather(*producing)
-        arrivals = await asyncio.to_thread(rx.collect, count + 1, count + paced)
+        rows = [
+            {"msgs_per_s": len(drained) / (drained[-1] - drained[0]), "lost": count - len(drained)}
+        ]
+        seq = count
+        for rate in rates:
+            base = seq
+            sent: dict[int, float] = {}
+            producing = []
+            t0 = time.time()
+            for i in range(1, int(rate * PACED_S) + 1):
+                sent[base + i] = time.time()
+                producing.append(
+                    asyncio.ensure_future(bus.produce(RESULTS_TOPIC, sid, message(sid, base + i)))
+                )
+                await asyncio.sleep(max(0.0, i / rate - (time.time() - t0)))
+            seq = base + len(sent)
+            await asyncio.gather(*producing)
+            arrivals = await asyncio.to_thread(rx.collect, base + 1, seq)
+            rows.append(latency(sent, arrivals))
     finally:
         process.terminate()
         process.wait(30)
         rx.stop()
         await bus.close()
-    latencies = [arrivals[s] - t for s, t in sent.items() if s in arrivals]
-    p50, p99 = percentiles(latencies)
-    return {
-        "msgs_per_s": throughput,
-        "lost": lost + paced - len(latencies),
-        "p50_ms": p50,
-        "p99_ms": p99,
-    }
+    return rows
+
+
+def parse_rates(text: str, ceiling_rate: float) -> list[float]:
+    return [ceiling_rate / 2 if r == "half" else float(r) for r in text.split(",")]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
     parser.add_argument(
-        "--rate", type=float, help="paced rate for latency (default: half the ceiling)"
+        "--rates",
+        default="200,1000,2000,half",
+        help="paced rates for latency, msg/s; 'half' is half the ceiling (default: %(default)s)",
     )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args()
     settings = load_settings(mode="distributed")
     host, port = broker_address(settings)
     pw = settings.mqtt_password.get_secret_value()
-    rate = (
-        args.rate
-        or ceiling(host, port, settings.mqtt_username, pw, args.count, 1000)["msgs_per_s"] / 2
-    )
-    base = ceiling(host, port, settings.mqtt_username, pw, args.count, rate)
-    floor = asyncio.run(kafka_floor(settings, rate))
-    relayed = asyncio.run(bridge(settings, args.count, rate))
-    print(f"{args.count} QoS 1 messages of ~1 KB; latency paced at {rate:.0f} msg/s")
-    print(f"{'':<28}{'msg/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'lost':>8}")
-    rows = (
-        ("paho -> Mosquitto -> paho", base),
-        ("Kafka -> consumer (floor)", floor),
-        ("Kafka -> bridge -> sub", relayed),
-    )
-    for name, row in rows:
-        print(
-            f"{name:<28}{row['msgs_per_s']:>10.0f}{row['p50_ms']:>10.2f}{row['p99_ms']:>10.2f}"
-            f"{row['lost']:>8.0f}"
+    with Ceiling(host, port, settings.mqtt_username, pw) as mqtt:
+        mqtt.throughput(args.count)  # warm-up
+        ceiling = mqtt.throughput(args.count)
+        rates = parse_rates(args.rates, ceiling["msgs_per_s"])
+        ceiling_rows = [mqtt.paced(rate) for rate in rates]
+    floor_rows = [asyncio.run(kafka_floor(settings, rate)) for rate in rates]
+    drain, *bridge_rows = asyncio.run(bridge(settings, args.count, rates))
+    ratio = drain["msgs_per_s"] / ceiling["msgs_per_s"]
+    result = {
+        "count": args.count,
+        "throughput": {"ceiling": ceiling, "bridge": drain, "ratio": ratio},
+        "latency": [
+            {"rate": rate, "ceiling": c, "kafka_floor": f, "bridge": b}
+            for rate, c, f, b in zip(rates, ceiling_rows, floor_rows, bridge_rows, strict=True)
+        ],
+    }
+    lines = [
+        f"{args.count} QoS 1 messages of ~1 KB",
+        "",
+        "| path | msg/s | lost |",
+        "|---|---|---|",
+        f"| paho -> Mosquitto -> paho (ceiling) | {ceiling['msgs_per_s']:.0f} "
+        f"| {ceiling['lost']:.0f} |",
+        f"| Kafka -> bridge -> sub | {drain['msgs_per_s']:.0f} | {drain['lost']:.0f} |",
+        "",
+        f"bridge / ceiling throughput: {ratio:.2f} (target >= 0.8)",
+        "",
+        "| rate msg/s | ceiling p50 / p99 ms | Kafka floor p50 / p99 | bridge p50 / p99 "
+        "| added p99 over ceiling | over Kafka floor | lost |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["latency"]:
+        c, f, b = row["ceiling"], row["kafka_floor"], row["bridge"]
+        lines.append(
+            f"| {row['rate']:.0f} | {c['p50_ms']:.2f} / {c['p99_ms']:.2f} "
+            f"| {f['p50_ms']:.2f} / {f['p99_ms']:.2f} | {b['p50_ms']:.2f} / {b['p99_ms']:.2f} "
+            f"| {b['p99_ms'] - c['p99_ms']:.2f} | {b['p99_ms'] - f['p99_ms']:.2f} "
+            f"| {c['lost'] + f['lost'] + b['lost']:.0f} |"
         )
-    print(
-        f"bridge / ceiling throughput: {relayed['msgs_per_s'] / base['msgs_per_s']:.2f} "
-        f"(target >= 0.8); added p99: {relayed['p99_ms'] - base['p99_ms']:.2f} ms (target <= 5)"
-    )
+    lines += ["", "target: added p99 over the ceiling <= 5 ms at half the ceiling's rate"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bridge.json").write_text(json.dumps(result, indent=2))
+    (args.out / "bridge.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":
