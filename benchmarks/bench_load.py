@@ -10,21 +10,24 @@ time for the same jobs (each file timed alone, once, in this run).
 
 Burn: for ``--burn-s`` seconds, a file upload every ``--burn-every`` seconds
 and two live streams played in real time, one after another, while the RSS of
-the platform process (and its children) is sampled every 5 s. Growth compares
-the median of the last minute with that of the second minute (the first is
-warm-up: model load, caches).
+every process is sampled every 5 s: the platform's (`voxwire up`; in
+distributed mode its gateway, worker and bridge) and, in distributed mode, the
+servers of `make services` (Mosquitto, Kafka, PostgreSQL with its backends,
+Redis, OpenSearch). Growth compares the median of the last minute with that of
+the second minute (the first is warm-up: model load, caches, JVM heaps).
 
-Writes ``<out>/load.json``, ``<out>/load.md`` (the tables) and
-``<out>/load.png`` (throughput and latency per level; RSS over the burn).
+Writes ``<out>/load[-distributed].json``, ``.md`` (the tables) and ``.png``
+(throughput and latency per level; RSS over the burn, per process).
 
-    .venv/bin/python benchmarks/bench_load.py [--levels 1,8,32,128] [--burn-s 600]
-        [--engine whispercpp] [--out bench-results]
+    .venv/bin/python benchmarks/bench_load.py [--levels 1,8,32,128|none] [--burn-s 600]
+        [--engine whispercpp] [--mode distributed] [--out bench-results]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -68,12 +71,49 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def services_env() -> dict[str, str]:
+    """The addresses and credentials of the servers of `make services`."""
+    text = subprocess.run(
+        [str(ROOT / "scripts" / "services.sh"), "env"], check=True, capture_output=True, text=True
+    ).stdout
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def service_processes() -> dict[str, psutil.Process]:
+    """The running servers of `make services`, by name."""
+    text = subprocess.run(
+        [str(ROOT / "scripts" / "services.sh"), "status"], capture_output=True, text=True
+    ).stdout
+    found = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[1] == "running" and parts[2] == "pid":
+            found[parts[0]] = psutil.Process(int(parts[3]))
+    return found
+
+
+def tree_rss(process: psutil.Process) -> float:
+    """RSS of a process and its children, MiB (0 once it is gone)."""
+    try:
+        procs = [process, *process.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += p.memory_info().rss
+    return total / 2**20
+
+
 @dataclass
 class Platform:
-    """`voxwire up` in a child process with its own data and config."""
+    """`voxwire up` in a child process with its own data and config; in distributed
+    mode on the servers of `make services`, in a Kafka and PostgreSQL namespace of
+    its own."""
 
     engine: str
     workdir: Path
+    distributed: bool = False
     process: subprocess.Popen[bytes] | None = None
     url: str = ""
     mqtt_url: str = ""
@@ -91,22 +131,28 @@ class Platform:
             env.pop(name, None)
         command = [
             str(ROOT / ".venv" / "bin" / "voxwire"), "up", "--http-port", str(http),
-            "--mqtt-port", str(mqtt), "--ws-port", str(ws),
             "--data-dir", str(self.workdir / "data"),
         ]  # fmt: skip
+        if self.distributed:
+            env |= services_env() | {"VOXWIRE_NAMESPACE": "load" + os.urandom(3).hex()}
+            command.append("--distributed")
+        else:
+            command += ["--mqtt-port", str(mqtt), "--ws-port", str(ws)]
         log = (self.workdir / "platform.log").open("wb")
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        self.url, self.mqtt_url = f"http://127.0.0.1:{http}", f"mqtt://127.0.0.1:{mqtt}"
+        self.url = f"http://127.0.0.1:{http}"
         config = self.workdir / "config" / "client.json"
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"voxwire up exited: see {self.workdir / 'platform.log'}")
             if config.exists() and self._healthy():
-                self.api_key = load_config(config).api_key or ""
+                client = load_config(config)
+                self.api_key, self.mqtt_url = client.api_key or "", client.mqtt_url
                 return self
             time.sleep(0.5)
-        raise RuntimeError("voxwire up did not become ready in 180 s")
+        self.stop()
+        raise RuntimeError(f"voxwire up was not ready in 180 s: see {self.workdir}/platform.log")
 
     def _healthy(self) -> bool:
         try:
@@ -114,11 +160,17 @@ class Platform:
         except httpx.HTTPError:
             return False
 
-    def rss_mib(self) -> float:
+    def processes(self) -> dict[str, psutil.Process]:
+        """Every process whose memory the burn follows, by name."""
         assert self.process is not None
         parent = psutil.Process(self.process.pid)
-        procs = [parent, *parent.children(recursive=True)]
-        return sum(p.memory_info().rss for p in procs if p.is_running()) / 2**20
+        if not self.distributed:
+            return {"voxwire up": parent}
+        found = {"voxwire up": parent}
+        for child in parent.children():
+            role = child.cmdline()[-1]
+            found[f"voxwire {role}"] = child
+        return found | service_processes()
 
     def stop(self) -> None:
         if self.process is not None:
@@ -188,7 +240,7 @@ async def file_level(
 
 @dataclass
 class Burn:
-    samples: list[tuple[float, float]] = field(default_factory=list)  # (t s, RSS MiB)
+    samples: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # t s, MiB
     files: int = 0
     streams: int = 0
     errors: list[str] = field(default_factory=list)
@@ -206,9 +258,16 @@ async def burn(
         for path, _ in files[:4]
     )
 
+    processes = platform.processes()
+
     async def sample() -> None:
         while time.monotonic() - start < seconds:
-            out.samples.append((time.monotonic() - start, platform.rss_mib()))
+            rss = {name: tree_rss(p) for name, p in processes.items()}
+            if not platform.distributed:  # one process: its children are its engines' own
+                rss = {"voxwire up": rss["voxwire up"]}
+            else:  # the parent only waits; its children are sampled by name
+                rss["voxwire up"] = processes["voxwire up"].memory_info().rss / 2**20
+            out.samples.append((time.monotonic() - start, rss))
             await asyncio.sleep(5)
 
     async def uploads() -> None:
@@ -245,7 +304,7 @@ async def burn(
 
 
 def growth(samples: list[tuple[float, float]]) -> tuple[float, float, float]:
-    """(second-minute median, last-minute median, growth) of RSS."""
+    """(second-minute median, last-minute median, growth) of one RSS series."""
     end = samples[-1][0]
     warm = [r for t, r in samples if 60 <= t < 120] or [r for _, r in samples[: len(samples) // 2]]
     last = [r for t, r in samples if t >= end - 60] or [samples[-1][1]]
@@ -253,15 +312,30 @@ def growth(samples: list[tuple[float, float]]) -> tuple[float, float, float]:
     return before, after, (after - before) / before
 
 
+def burn_growth(run: Burn) -> dict[str, dict[str, float]]:
+    """Per process, and all together: RSS in the second and last minutes, growth."""
+    names = list(run.samples[0][1])
+    series = {name: [(t, rss[name]) for t, rss in run.samples] for name in names}
+    if len(names) > 1:
+        series["all"] = [(t, sum(rss.values())) for t, rss in run.samples]
+    rows = {}
+    for name, points in series.items():
+        warm, last, grew = growth(points)
+        rows[name] = {"rss_warm_mib": warm, "rss_last_mib": last, "rss_growth": grew}
+    return rows
+
+
 def write_outputs(
     out: Path, result: dict[str, object], levels: list[dict[str, float]], run: Burn
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "load.json").write_text(json.dumps(result, indent=2))
+    stem = "load" if result["mode"] == "embedded" else f"load-{result['mode']}"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=2))
     raw = float(result["raw_rate"])  # type: ignore[arg-type]
     lines = [
-        f"engine {result['engine']}, raw engine {raw:.2f} audio s/s over the files one at a "
-        "time; 'vs raw': the raw engine's time for a level's jobs over the level's wall time",
+        f"{result['mode']} mode, engine {result['engine']}, raw engine {raw:.2f} audio s/s over "
+        "the files one at a time; 'vs raw': the raw engine's time for a level's jobs over the "
+        "level's wall time",
         "",
         "| concurrency | errors | lost | audio s/s | vs raw | p50 s | p99 s |",
         "|---|---|---|---|---|---|---|",
@@ -278,11 +352,17 @@ def write_outputs(
         lines += [
             "",
             f"burn {burn_info['seconds']:.0f} s: {run.files} files, {run.streams} streams, "
-            f"{len(run.errors)} errors; RSS {burn_info['rss_warm_mib']:.0f} -> "
-            f"{burn_info['rss_last_mib']:.0f} MiB "
-            f"({100 * burn_info['rss_growth']:+.1f}%, target < 5%)",
+            f"{len(run.errors)} errors; RSS, second minute -> last minute (target < 5%):",
+            "",
+            "| process | second minute MiB | last minute MiB | growth |",
+            "|---|---|---|---|",
         ]
-    (out / "load.md").write_text("\n".join(lines) + "\n")
+        for name, row in burn_info["processes"].items():
+            lines.append(
+                f"| {name} | {row['rss_warm_mib']:.0f} | {row['rss_last_mib']:.0f} "
+                f"| {100 * row['rss_growth']:+.1f}% |"
+            )
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     try:
         import matplotlib
@@ -304,20 +384,31 @@ def write_outputs(
     twin.set_ylabel("p99 job latency, s")
     left.legend(loc="lower left")
     if run.samples:
-        right.plot([t / 60 for t, _ in run.samples], [r for _, r in run.samples])
+        minutes = [t / 60 for t, _ in run.samples]
+        for name in run.samples[0][1]:
+            right.plot(minutes, [rss[name] for _, rss in run.samples], label=name)
         right.set_xlabel("minutes")
-        right.set_ylabel("platform RSS, MiB")
+        right.set_ylabel("RSS, MiB")
         right.set_title("burn: steady mixed load")
+        right.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(out / "load.png", dpi=100)
+    fig.savefig(out / f"{stem}.png", dpi=100)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--levels", default="1,8,32,128", help="file-job concurrency levels")
+    parser.add_argument(
+        "--levels", default="1,8,32,128", help="file-job concurrency levels ('none': skip)"
+    )
     parser.add_argument("--burn-s", type=float, default=600, help="0 skips the burn test")
     parser.add_argument("--burn-every", type=float, default=4.0, help="s between burn uploads")
     parser.add_argument("--engine", default=Settings().engine)
+    parser.add_argument(
+        "--mode",
+        choices=("embedded", "distributed"),
+        default="embedded",
+        help="distributed: `voxwire up --distributed` on the servers of `make services`",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args()
     files = short_files()
@@ -326,22 +417,23 @@ def main() -> int:
     levels: list[dict[str, float]] = []
     run = Burn()
     with tempfile.TemporaryDirectory() as tmp:
-        platform = Platform(args.engine, Path(tmp)).start()
+        platform = Platform(args.engine, Path(tmp), args.mode == "distributed").start()
         try:
-            for n in (int(x) for x in args.levels.split(",")):
+            for n in (int(x) for x in args.levels.split(",") if x != "none"):
                 levels.append(asyncio.run(file_level(platform, files, raw, n)))
                 print(f"  {n} concurrent: {levels[-1]['wall_s']:.0f} s", file=sys.stderr)
             if args.burn_s > 0:
                 run = asyncio.run(burn(platform, files, args.burn_s, args.burn_every))
         finally:
             platform.stop()
-    result: dict[str, object] = {"engine": args.engine, "raw_rate": rate, "levels": levels}
+    result: dict[str, object] = {
+        "mode": args.mode, "engine": args.engine, "raw_rate": rate, "levels": levels,
+    }  # fmt: skip
     if run.samples:
-        warm, last, grew = growth(run.samples)
         result["burn"] = {
             "seconds": args.burn_s, "files": run.files, "streams": run.streams,
-            "errors": run.errors[:20], "rss_warm_mib": warm, "rss_last_mib": last,
-            "rss_growth": grew, "rss_samples": run.samples,
+            "errors": run.errors[:20], "processes": burn_growth(run),
+            "rss_samples": run.samples,
         }  # fmt: skip
     write_outputs(args.out, result, levels, run)
     return 0

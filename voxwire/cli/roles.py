@@ -74,7 +74,11 @@ def kafka_init(
 
     settings = load_settings(mode="distributed")
     try:
-        created = init(bootstrap or settings.kafka_bootstrap, DEFAULT_TOPICS)
+        created = init(
+            bootstrap or settings.kafka_bootstrap,
+            DEFAULT_TOPICS,
+            namespace=settings.namespace or None,
+        )
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
     for name in created:

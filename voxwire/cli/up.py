@@ -48,22 +48,24 @@ def up(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    overrides: dict[str, object] = {
+        "http_port": http_port,
+        "mqtt_port": mqtt_port,
+        "ws_port": ws_port,
+        "host": host,
+        "model": model,
+        "workers": workers,
+        "data_dir": data_dir,
+    }
     try:
-        settings = load_settings(
-            http_port=http_port,
-            mqtt_port=mqtt_port,
-            ws_port=ws_port,
-            host=host,
-            model=model,
-            workers=workers,
-            data_dir=data_dir,
-        )
+        settings = load_settings(None, **overrides)
         # whisper.cpp's ggml file is built on first use; faster-whisper reads the shipped folder
         model_path = _model(settings.model) if settings.engine == "whispercpp" else None
         if distributed:
             from voxwire.cli.up_distributed import serve_distributed
 
-            serve_distributed(settings.model_copy(update={"mode": "distributed"}))
+            given = {name: str(value) for name, value in overrides.items() if value is not None}
+            serve_distributed(settings.model_copy(update={"mode": "distributed"}), given)
             return
         asyncio.run(_serve(settings, model_path))
     except VoxwireError as exc:

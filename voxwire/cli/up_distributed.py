@@ -4,9 +4,11 @@ against the servers of ``make services``."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
-import time
+import threading
 
 from voxwire.cli.common import console
 from voxwire.config import Settings
@@ -15,11 +17,13 @@ from voxwire_client.config import ClientConfig, save_config
 ROLES = ("bridge", "worker", "gateway")
 
 
-def serve_distributed(settings: Settings) -> None:
+def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
+    """Run the roles until one exits or Ctrl-C; ``overrides`` (setting name -> value,
+    from the command line) reach them as ``VOXWIRE_*`` variables."""
     from voxwire import distributed
     from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
 
-    kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS)
+    kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=settings.namespace or None)
     _, key = asyncio.run(distributed.create_key(settings, "default", "created by voxwire up"))
     client = ClientConfig(
         url=f"http://{settings.advertised_host}:{settings.http_port}",
@@ -28,8 +32,9 @@ def serve_distributed(settings: Settings) -> None:
         ws_url=settings.ws_url,
     )
     path = save_config(client)
+    env = os.environ | {f"VOXWIRE_{name.upper()}": value for name, value in overrides.items()}
     children = [
-        subprocess.Popen([sys.executable, "-m", "voxwire.cli", role])  # noqa: S603
+        subprocess.Popen([sys.executable, "-m", "voxwire.cli", role], env=env)  # noqa: S603
         for role in ROLES
     ]
     console.print(
@@ -37,9 +42,11 @@ def serve_distributed(settings: Settings) -> None:
         f"WebSocket {client.ws_url}\nAPI key (shown once): {key.plaintext}\n"
         f"client config: {path}\nCtrl-C to stop"
     )
+    stopping = threading.Event()  # SIGTERM (kill, systemd, docker stop) stops as Ctrl-C does
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     try:
-        while all(child.poll() is None for child in children):
-            time.sleep(0.5)
+        while not stopping.is_set() and all(child.poll() is None for child in children):
+            stopping.wait(0.5)
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,0 +1,79 @@
+"""`voxwire up --distributed`: one command for gateway, worker and bridge on the
+servers of `make services`, with the command line's settings reaching all three."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.distributed import _free_port, services_env
+from tests.helpers import EVAL_DIR
+from voxwire_client import Client
+from voxwire_client.config import load_config
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_up_distributed_serves_on_the_given_port_in_its_namespace(tmp_path: Path) -> None:
+    services = services_env()
+    namespace = "u" + secrets.token_hex(4)
+    port = _free_port()
+    env = {
+        **os.environ,
+        **services,
+        "VOXWIRE_NAMESPACE": namespace,
+        "VOXWIRE_CONFIG_DIR": str(tmp_path / "config"),
+        "VOXWIRE_CONFIG": str(tmp_path / "config" / "server.toml"),
+    }
+    for name in ("VOXWIRE_URL", "VOXWIRE_API_KEY", "VOXWIRE_HTTP_PORT", "VOXWIRE_DATA_DIR"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "voxwire.cli", "up", "--distributed"]
+    command += ["--http-port", str(port), "--data-dir", str(tmp_path / "data")]
+    log = (tmp_path / "up.log").open("wb")
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while not _healthy(url):
+            assert process.poll() is None, (tmp_path / "up.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "up.log").read_text()
+            time.sleep(0.5)
+        client_config = load_config(tmp_path / "config" / "client.json")
+        assert client_config.url == url
+
+        topics = AdminClient({"bootstrap.servers": services["VOXWIRE_KAFKA_BOOTSTRAP"]})
+        names = set(topics.list_topics(timeout=10).topics)
+        assert f"{namespace}.transcription.jobs" in names
+        assert f"{namespace}.transcription.results" in names
+
+        path = EVAL_DIR / "audio" / "whisper_jfk.flac"
+        api_key = client_config.api_key or ""
+        with Client(url, api_key, client_config.mqtt_url, timeout=120) as client:
+            result = client.transcribe(path)
+        assert "country" in result.text
+        assert any((tmp_path / "data").rglob("*")), "the gateway keeps audio in --data-dir"
+    finally:
+        roles = psutil.Process(process.pid).children()
+        names = {role.cmdline()[-1] for role in roles}
+        process.terminate()
+        process.wait(30)
+        log.close()
+    assert names == {"gateway", "worker", "bridge"}
+    _, alive = psutil.wait_procs(roles, timeout=30)
+    assert not alive, "SIGTERM to `voxwire up` stops its roles too"
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
