@@ -32,12 +32,14 @@ print(json.dumps({"text": " ".join(s.text for s in segments), "seconds": elapsed
 
 @pytest.mark.timeout(120)
 def test_conversion_is_quick_and_sizes_are_as_expected(converted: dict[str, Converted]) -> None:
-    f16, q8 = converted["tiny.en"], converted["tiny.en-q8_0"]
+    f16, q8, q5 = converted["tiny.en"], converted["tiny.en-q8_0"], converted["tiny.en-q5_0"]
     assert f16.seconds < 10, "first use must not keep the user waiting"
-    assert q8.seconds < 10
-    # whisper.cpp's own ggml-tiny.en.bin is 77.7 MB; 8-bit weights take a bit over half.
+    assert q8.seconds < 10 and q5.seconds < 10
+    # whisper.cpp's own ggml-tiny.en.bin is 77.7 MB; 8-bit weights take a bit over half,
+    # 5-bit ones (22 bytes per 32 weights) about a third.
     assert 75e6 < f16.path.stat().st_size < 80e6
     assert 0.5 < q8.path.stat().st_size / f16.path.stat().st_size < 0.6
+    assert 0.3 < q5.path.stat().st_size / f16.path.stat().st_size < 0.4
     assert not list(f16.path.parent.glob(".*.part")), "no temporary files left behind"
 
 
@@ -47,10 +49,11 @@ def test_converted_files_have_the_layout_whisper_cpp_expects(
 ) -> None:
     f16 = validate(converted["tiny.en"].path)
     q8 = validate(converted["tiny.en-q8_0"].path)
+    q5 = validate(converted["tiny.en-q5_0"].path)
     hp = f16.hparams
     assert (hp.n_vocab, hp.n_audio_ctx, hp.n_audio_state, hp.n_audio_head) == (51864, 1500, 384, 6)
     assert (hp.n_audio_layer, hp.n_text_ctx, hp.n_text_layer, hp.n_mels) == (4, 448, 4, 80)
-    assert (hp.ftype, q8.hparams.ftype) == (1, 2007)
+    assert (hp.ftype, q8.hparams.ftype, q5.hparams.ftype) == (1, 2007, 2008)
     assert (f16.n_mel_filters, f16.n_fft_bins) == (80, 201)
     assert f16.n_tokens == 50256  # the text tokens, below <|endoftext|>
     types = {t.name: t.ggml_type for t in q8.tensors}
@@ -60,10 +63,12 @@ def test_converted_files_have_the_layout_whisper_cpp_expects(
     assert types["encoder.conv1.weight"] == GgmlType.F16
     assert types["encoder.conv1.bias"] == types["encoder.positional_embedding"] == GgmlType.F32
     assert "encoder.blocks.0.attn.key.bias" not in types
+    q5_types = {t.name: t.ggml_type for t in q5.tensors}
+    assert q5_types == {n: GgmlType.Q5_0 if t == GgmlType.Q8_0 else t for n, t in types.items()}
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("name", ["tiny.en", "tiny.en-q8_0"])
+@pytest.mark.parametrize("name", ["tiny.en", "tiny.en-q8_0", "tiny.en-q5_0"])
 def test_converted_model_transcribes_jfk_in_pywhispercpp(
     converted: dict[str, Converted], name: str
 ) -> None:
@@ -105,13 +110,34 @@ def test_q8_0_quantization_round_trips() -> None:
     assert (np.abs(restored - weights) <= scales * 0.51 + 1e-6).all()
 
 
+def test_q5_0_quantization_round_trips() -> None:
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((4, 64)).astype(np.float32)
+    raw = quantize(weights, GgmlType.Q5_0)
+    assert len(raw) == 4 * 2 * 22
+    blocks = np.frombuffer(raw, dtype=[("d", "<f2"), ("qh", "<u4"), ("qs", "u1", 16)])
+    # element j < 16: low nibble of qs[j], bit j of qh; element j + 16: high nibble, bit j + 16
+    low = np.concatenate([blocks["qs"] & 0x0F, blocks["qs"] >> 4], axis=1).astype(np.int32)
+    high = (blocks["qh"][:, None] >> np.arange(32, dtype=np.uint32)) & 1
+    q = low | (high.astype(np.int32) << 4)
+    d = blocks["d"].astype(np.float32)[:, None]
+    restored = (d * (q - 16)).reshape(4, 64)
+    assert (
+        np.abs(restored - weights) <= np.abs(np.repeat(d, 32, axis=1)).reshape(4, 64) * 0.51 + 1e-6
+    ).all()
+
+
 # --- the cache ---------------------------------------------------------------
 
 
 @pytest.mark.timeout(60)
-def test_installed_lists_both_models(use_cache: Path, converted: dict[str, Converted]) -> None:
+def test_installed_lists_every_model(use_cache: Path, converted: dict[str, Converted]) -> None:
     infos = {info.name: info for info in installed()}
-    assert {n: i.ftype for n, i in infos.items()} == {"tiny.en": "f16", "tiny.en-q8_0": "q8_0"}
+    assert {n: i.ftype for n, i in infos.items()} == {
+        "tiny.en": "f16",
+        "tiny.en-q8_0": "q8_0",
+        "tiny.en-q5_0": "q5_0",
+    }
     for name, info in infos.items():
         assert info.path == converted[name].path
         assert info.error is None

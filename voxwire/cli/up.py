@@ -31,7 +31,9 @@ def up(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="model name (tiny.en, tiny.en-q8_0) or path to a ggml Whisper file"),
+        typer.Option(
+            help="model name (tiny.en, tiny.en-q8_0, tiny.en-q5_0) or path to a ggml Whisper file"
+        ),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="where sessions and audio are kept")] = None,

