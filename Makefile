@@ -79,6 +79,7 @@ bench: $(STAMP) services
 	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_search.py
 	$(BIN)/python benchmarks/bench_redaction.py
 	$(BIN)/python benchmarks/bench_load.py
+	$(BIN)/python benchmarks/bench_load.py --mode distributed
 
 contract: $(STAMP)
 	$(BIN)/voxwire contract --out client-sdk/contract

@@ -24,6 +24,7 @@ psycopg errors are translated to :class:`StoreError` where they leave this modul
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -382,6 +383,11 @@ class PostgresStore:
 
         A message whose ``(sid, seq)`` is already stored, or repeats one earlier
         in the batch, is skipped. Effects are applied in batch order per session.
+
+        Usually nothing in a batch was stored before, so it is first written
+        as all new, in one round trip; a repeat aborts that transaction (the
+        messages' primary key), and the batch is written again the careful
+        way, learning which rows are new before applying them.
         """
         first: dict[tuple[str, int], Message] = {}
         for message in messages:
@@ -391,8 +397,12 @@ class PostgresStore:
             return 0
         for attempt in range(1, _RETRIES + 1):
             try:
-                async with self._connection() as conn, conn.pipeline(), conn.transaction():
-                    return await _record(conn, batch)
+                async with self._connection() as conn:
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):
+                        async with conn.pipeline(), conn.transaction():
+                            return await _record_new(conn, batch)
+                    async with conn.pipeline(), conn.transaction():
+                        return await _record(conn, batch)
             except StoreError as exc:
                 lost = isinstance(exc.__cause__, _LOST_TO_ANOTHER_WRITER)
                 if not lost or attempt == _RETRIES:
@@ -438,11 +448,11 @@ class PostgresStore:
 
 # -- recording and folding ----------------------------------------------------
 
-_INSERT_MESSAGES = (
+_INSERT_NEW_MESSAGES = (
     "INSERT INTO messages (sid, seq, type, payload) "
-    "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[]::jsonb[]) "
-    "ON CONFLICT (sid, seq) DO NOTHING RETURNING sid, seq"
+    "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[]::jsonb[])"
 )
+_INSERT_MESSAGES = _INSERT_NEW_MESSAGES + " ON CONFLICT (sid, seq) DO NOTHING RETURNING sid, seq"
 _UPDATE_SESSIONS = (
     "UPDATE sessions s SET "
     "last_seq = GREATEST(s.last_seq, v.last_seq), "
@@ -476,18 +486,31 @@ _UPSERT_TRANSCRIPTS = (
 )
 
 
+def _message_rows(batch: list[Message]) -> tuple[list[Any], ...]:
+    rows = sorted(batch, key=lambda m: (m.sid, m.seq))  # one lock order for every writer
+    return (
+        [m.sid for m in rows],
+        [m.seq for m in rows],
+        [m.type for m in rows],
+        [encode_message(m).decode() for m in rows],
+    )
+
+
+async def _record_new(conn: Conn, batch: list[Message]) -> int:
+    """Insert and apply ``batch``, all of it new (inside a transaction, pipelined:
+    nothing waits for an answer; a message stored before fails the transaction)."""
+    await conn.execute(_INSERT_NEW_MESSAGES, _message_rows(batch))
+    fold = _BatchFold()
+    for message in batch:
+        fold.add(message)
+    for statement, args in fold.statements():
+        await conn.execute(statement, args)
+    return len(batch)
+
+
 async def _record(conn: Conn, batch: list[Message]) -> int:
     """Insert the log rows of ``batch`` and apply the new ones (inside a transaction)."""
-    rows = sorted(batch, key=lambda m: (m.sid, m.seq))  # one lock order for every writer
-    cur = await conn.execute(
-        _INSERT_MESSAGES,
-        (
-            [m.sid for m in rows],
-            [m.seq for m in rows],
-            [m.type for m in rows],
-            [encode_message(m).decode() for m in rows],
-        ),
-    )
+    cur = await conn.execute(_INSERT_MESSAGES, _message_rows(batch))
     inserted = {(r["sid"], r["seq"]) for r in await cur.fetchall()}
     if not inserted:
         return 0
