@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
+import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.helpers import (
     EVAL_DIR,
@@ -16,6 +21,7 @@ from tests.helpers import (
     iter_json,
 )
 from voxwire_client import Client
+from voxwire_client._mqtt import mqtt_username, parse_broker_url, stable_client_id
 from voxwire_client.messages import parse_message
 from voxwire_client.topics import session_filter
 
@@ -139,3 +145,45 @@ def test_redaction_is_chosen_per_upload(platform: PlatformThread) -> None:
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
         transcript = client.transcribe(jfk, redact="entity")
     assert "fellow americans" in transcript.text.lower()  # nothing personal in it
+
+
+def _session_present(platform: PlatformThread, client_id: str, *, expiry_s: int) -> bool:
+    """Connect as ``client_id`` without a clean start: does the broker still hold a
+    session for it? (The probe leaves one behind when ``expiry_s`` > 0.)"""
+    address = parse_broker_url(platform.mqtt_url)
+    v5 = not isinstance(platform, PlatformThread)  # the embedded broker speaks 3.1.1
+    probe = paho.Client(
+        CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        protocol=paho.MQTTv5 if v5 else paho.MQTTv311,
+        clean_session=None if v5 else False,
+    )
+    probe.username_pw_set(mqtt_username(platform.api_key), platform.api_key)
+    present: list[bool] = []
+    probe.on_connect = lambda _c, _u, flags, *_: present.append(flags.session_present)
+    if v5:
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = expiry_s
+        probe.connect(address.host, address.port, clean_start=False, properties=props)
+    else:
+        probe.connect(address.host, address.port)
+    probe.loop_start()
+    deadline = time.monotonic() + 10
+    while not present and time.monotonic() < deadline:
+        time.sleep(0.05)
+    probe.disconnect()
+    probe.loop_stop()
+    assert present, "the probe did not connect"
+    return present[0]
+
+
+def test_the_broker_forgets_the_mqtt_session_of_a_finished_job(platform: PlatformThread) -> None:
+    """Once the transcript is in, the SDK ends its MQTT session: the broker does not
+    keep one per job for an hour (MQTT 5) or for ever (3.1.1)."""
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        result = client.transcribe(EVAL_DIR / "audio" / "whisper_jfk.flac")
+    client_id = stable_client_id(platform.api_key, result.sid)
+    if isinstance(platform, PlatformThread):
+        time.sleep(2.5)  # amqtt removes disconnected clean sessions once a second
+    assert not _session_present(platform, client_id, expiry_s=60)
+    assert _session_present(platform, client_id, expiry_s=0), "the probe's own session is seen"

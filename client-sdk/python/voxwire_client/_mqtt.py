@@ -2,7 +2,9 @@
 
 Persistent session (stable client id, clean start off, session expiry) and QoS 1,
 so the broker keeps what arrives while the connection is down. MQTT 5 first,
-MQTT 3.1.1 when the broker does not speak 5.
+MQTT 3.1.1 when the broker does not speak 5. Once the session has ended, the
+broker is told to forget it (else it keeps it for the session expiry: an hour,
+or for ever on a 3.1.1 broker).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import ssl
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -86,28 +89,34 @@ class SessionSubscription:
         ca_file: str | None = None,
     ) -> None:
         self._address = parse_broker_url(url)
+        self._api_key = api_key
+        self._ca_file = ca_file
         self._sid = sid
         self._protocol = protocol
         self._on_payload = on_payload
         self._on_connect = on_connect
-        address = self._address
-        client = paho.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=stable_client_id(api_key, sid),
-            protocol=protocol,
-            transport=address.transport,  # type: ignore[arg-type]
-            clean_session=None if protocol == paho.MQTTv5 else False,
-        )
-        if address.transport == "websockets":
-            client.ws_set_options(path=address.path)
-        if address.tls:
-            client.tls_set(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED)
-        client.username_pw_set(mqtt_username(api_key), api_key)
+        client = self._new_client(clean=False)
         client.reconnect_delay_set(1, 5)
         client.on_connect = self._handle_connect
         client.on_connect_fail = self._handle_connect_fail
         client.on_message = self._handle_message
         self._client = client
+
+    def _new_client(self, *, clean: bool) -> paho.Client:
+        address = self._address
+        client = paho.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=stable_client_id(self._api_key, self._sid),
+            protocol=self._protocol,
+            transport=address.transport,  # type: ignore[arg-type]
+            clean_session=None if self._protocol == paho.MQTTv5 else clean,
+        )
+        if address.transport == "websockets":
+            client.ws_set_options(path=address.path)
+        if address.tls:
+            client.tls_set(ca_certs=self._ca_file, cert_reqs=ssl.CERT_REQUIRED)
+        client.username_pw_set(mqtt_username(self._api_key), self._api_key)
+        return client
 
     def begin(self) -> None:
         """Start connecting in paho's thread; the outcome arrives through ``on_connect``."""
@@ -170,9 +179,34 @@ class SessionSubscription:
         if sock is not None:
             sock.close()
 
-    def close(self) -> None:
-        self._client.disconnect()
+    def close(self, *, end_session: bool = False) -> None:
+        """Disconnect. With ``end_session`` (nothing more will come: the session
+        ended) the broker drops the MQTT session too: MQTT 5 says so in its
+        DISCONNECT; on 3.1.1 a clean connect under the same client id does it."""
+        if end_session and self._protocol == paho.MQTTv5:
+            props = Properties(PacketTypes.DISCONNECT)  # type: ignore[no-untyped-call]
+            props.SessionExpiryInterval = 0
+            self._client.disconnect(properties=props)
+        else:
+            self._client.disconnect()
         self._client.loop_stop()
+        if end_session and self._protocol != paho.MQTTv5:
+            self._clean_connect()
+
+    def _clean_connect(self, timeout: float = 5.0) -> None:
+        """Connect with a clean session and leave: a 3.1.1 broker discards the old one."""
+        client = self._new_client(clean=True)
+        connected = threading.Event()
+        client.on_connect = lambda *_: connected.set()
+        try:
+            client.connect(self._address.host, self._address.port, keepalive=10)
+            client.loop_start()
+            if connected.wait(timeout):
+                client.disconnect()
+        except OSError as exc:  # best effort: the broker will still work, only hold more
+            log.debug("could not end the MQTT session of %s: %s", self._sid, exc)
+        finally:
+            client.loop_stop()
 
 
 class ProtocolRefused(ConnectionFailedError):

@@ -260,6 +260,7 @@ class AsyncClient:
         subscription = await self._subscribe(sid, inbox)
         self.subscriptions[sid] = subscription
         sequencer = Sequencer(last_seq=after_seq)
+        ended = False
         try:
             while True:
                 try:
@@ -273,12 +274,13 @@ class AsyncClient:
                     if sequencer.has_gap:
                         ready += await self._catch_up(sid, sequencer)
                 for message in ready:
+                    ended = is_terminal(message)
                     yield message
-                    if is_terminal(message):
+                    if ended:
                         return
         finally:
             self.subscriptions.pop(sid, None)
-            await asyncio.to_thread(subscription.close)
+            await asyncio.to_thread(subscription.close, end_session=ended)
 
     async def _subscribe(
         self, sid: str, inbox: asyncio.Queue[bytes | None], timeout: float = 10.0
