@@ -283,7 +283,7 @@ export class SessionFeed extends Emitter {
       matches: this.matches,
       status: failed ? "failed" : "completed",
     });
-    this.close();
+    this.close({ endSession: true });
   }
 
   /** @param {VoxwireError} error */
@@ -321,13 +321,42 @@ export class SessionFeed extends Emitter {
     return this.client;
   }
 
-  /** Drop the connection now (the session goes on on the platform). */
-  close() {
+  /**
+   * Drop the connection now (the session goes on on the platform). With
+   * `endSession` (the session has ended: nothing more will come) the broker
+   * forgets this client's MQTT session too, instead of keeping it for the
+   * session expiry (an hour) or, on an MQTT 3.1.1 broker, for ever.
+   * @param {{endSession?: boolean}} [options]
+   */
+  close({ endSession = false } = {}) {
     clearInterval(this.poller);
     if (this.state === "closed") return;
     this.#setState("closed");
-    // let QoS 1 publishes in flight (the end of a stream) reach the broker first
-    this.client?.end(false);
+    const client = this.client;
+    if (client === null) return;
+    // end(false): QoS 1 publishes in flight (the end of a stream) reach the broker first
+    if (!endSession) {
+      client.end(false);
+    } else if (this.protocolVersion === 5) {
+      client.end(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    } else {
+      client.end(false, {}, () => this.#cleanConnect());
+    }
+  }
+
+  /** MQTT 3.1.1: connecting with a clean session makes the broker drop the old one. */
+  #cleanConnect() {
+    const client = this.connectMqtt(this.brokerUrl, {
+      protocolVersion: 4,
+      clientId: this.clientId,
+      username: this.credentials.username,
+      password: this.credentials.token,
+      clean: true,
+      reconnectPeriod: 0,
+      connectTimeout: 5_000,
+    });
+    client.on("connect", () => client.end(false));
+    client.on("error", () => client.end(true)); // best effort: the broker only holds more
   }
 }
 

@@ -29,8 +29,10 @@ export class FakeMqttClient extends EventEmitter {
     this.published.push({ topic, payload, options });
   }
 
-  end() {
+  end(force, options, callback) {
     this.ended = true;
+    this.disconnect = options ?? null;
+    if (typeof callback === "function") queueMicrotask(callback);
   }
 
   /** The broker sends a message. */

@@ -75,6 +75,33 @@ describe("SessionFeed", () => {
     assert.equal(transcript.matches.length, 1);
     assert.equal(feed.state, "closed");
     assert.ok(broker.last.ended);
+    // the session is over: the broker is told to forget the MQTT session now
+    assert.deepEqual(broker.last.disconnect, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+  });
+
+  it("ends the MQTT session of a finished feed with a clean connect on MQTT 3.1.1", async () => {
+    const broker = new FakeBroker({ refuseV5: true });
+    const feed = await feedOn(broker, new FakeHistory()).start();
+    const followed = broker.last;
+    for (const m of transcription()) followed.deliver(topicOf(m), m);
+    await feed.done;
+    await settle();
+    assert.equal(broker.clients.length, 3, "v5 refused, 3.1.1 followed, then one clean connect");
+    assert.deepEqual(
+      { clientId: broker.last.options.clientId, clean: broker.last.options.clean },
+      { clientId: followed.options.clientId, clean: true },
+    );
+    assert.equal(followed.options.clean, false);
+    await settle();
+    assert.ok(broker.last.ended);
+  });
+
+  it("keeps the MQTT session of a feed closed before its end", async () => {
+    const broker = new FakeBroker();
+    const feed = await feedOn(broker, new FakeHistory()).start();
+    feed.close();
+    assert.equal(broker.clients.length, 1);
+    assert.equal(broker.last.disconnect, null, "a plain DISCONNECT: the broker keeps the session");
   });
 
   it("fills a gap from the history API", async () => {
