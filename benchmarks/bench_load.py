@@ -9,15 +9,16 @@ engine on the same files measured in this run, and per-job latency p50/p99
 time for the same jobs (each file timed alone, once, in this run).
 
 Burn: for ``--burn-s`` seconds, a file upload every ``--burn-every`` seconds
-and two live streams played in real time, one after another, while the RSS of
-every process is sampled every 5 s: the platform's (`voxwire up`; in
+and two live streams played in real time, one after another, while the memory
+(RSS, and PSS, which counts a page shared by several processes once) of every
+process is sampled every 5 s: the platform's (`voxwire up`; in
 distributed mode its gateway, worker and bridge) and, in distributed mode, the
 servers of `make services` (Mosquitto, Kafka, PostgreSQL with its backends,
 Redis, OpenSearch). Growth compares the median of the last minute with that of
 the second minute (the first is warm-up: model load, caches, JVM heaps).
 
 Writes ``<out>/load[-distributed].json``, ``.md`` (the tables) and ``.png``
-(throughput and latency per level; RSS over the burn, per process).
+(throughput and latency per level; PSS over the burn, per process).
 
     .venv/bin/python benchmarks/bench_load.py [--levels 1,8,32,128|none] [--burn-s 600]
         [--engine whispercpp] [--mode distributed] [--out bench-results]
@@ -92,17 +93,20 @@ def service_processes() -> dict[str, psutil.Process]:
     return found
 
 
-def tree_rss(process: psutil.Process) -> float:
-    """RSS of a process and its children, MiB (0 once it is gone)."""
+def memory_mib(process: psutil.Process, *, children: bool = True) -> tuple[float, float]:
+    """(RSS, PSS) of a process and its children, MiB (0 once gone). PSS splits each
+    shared page among the processes that map it: PostgreSQL's backends all map its
+    shared buffers, which their RSS counts once each."""
     try:
-        procs = [process, *process.children(recursive=True)]
+        procs = [process, *(process.children(recursive=True) if children else [])]
     except psutil.NoSuchProcess:
-        return 0.0
-    total = 0
+        return 0.0, 0.0
+    rss = pss = 0
     for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            total += p.memory_info().rss
-    return total / 2**20
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            info = p.memory_full_info()
+            rss, pss = rss + info.rss, pss + info.pss
+    return rss / 2**20, pss / 2**20
 
 
 @dataclass
@@ -240,7 +244,8 @@ async def file_level(
 
 @dataclass
 class Burn:
-    samples: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # t s, MiB
+    rss: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # t s, MiB by name
+    pss: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     files: int = 0
     streams: int = 0
     errors: list[str] = field(default_factory=list)
@@ -262,12 +267,14 @@ async def burn(
 
     async def sample() -> None:
         while time.monotonic() - start < seconds:
-            rss = {name: tree_rss(p) for name, p in processes.items()}
-            if not platform.distributed:  # one process: its children are its engines' own
-                rss = {"voxwire up": rss["voxwire up"]}
-            else:  # the parent only waits; its children are sampled by name
-                rss["voxwire up"] = processes["voxwire up"].memory_info().rss / 2**20
-            out.samples.append((time.monotonic() - start, rss))
+            # in distributed mode `voxwire up` only waits: its children are sampled by name
+            memory = {
+                name: memory_mib(p, children=name != "voxwire up" or not platform.distributed)
+                for name, p in processes.items()
+            }
+            now = time.monotonic() - start
+            out.rss.append((now, {name: m[0] for name, m in memory.items()}))
+            out.pss.append((now, {name: m[1] for name, m in memory.items()}))
             await asyncio.sleep(5)
 
     async def uploads() -> None:
@@ -313,15 +320,19 @@ def growth(samples: list[tuple[float, float]]) -> tuple[float, float, float]:
 
 
 def burn_growth(run: Burn) -> dict[str, dict[str, float]]:
-    """Per process, and all together: RSS in the second and last minutes, growth."""
-    names = list(run.samples[0][1])
-    series = {name: [(t, rss[name]) for t, rss in run.samples] for name in names}
-    if len(names) > 1:
-        series["all"] = [(t, sum(rss.values())) for t, rss in run.samples]
-    rows = {}
-    for name, points in series.items():
-        warm, last, grew = growth(points)
-        rows[name] = {"rss_warm_mib": warm, "rss_last_mib": last, "rss_growth": grew}
+    """Per process, and all together: RSS and PSS in the second and last minutes,
+    and their growth."""
+    rows: dict[str, dict[str, float]] = {}
+    for kind, samples in (("rss", run.rss), ("pss", run.pss)):
+        names = list(samples[0][1])
+        series = {name: [(t, mib[name]) for t, mib in samples] for name in names}
+        if len(names) > 1:
+            series["all"] = [(t, sum(mib.values())) for t, mib in samples]
+        for name, points in series.items():
+            warm, last, grew = growth(points)
+            rows.setdefault(name, {}).update(
+                {f"{kind}_warm_mib": warm, f"{kind}_last_mib": last, f"{kind}_growth": grew}
+            )
     return rows
 
 
@@ -346,21 +357,23 @@ def write_outputs(
             f"{r['audio_s_per_s']:.2f} | {r['vs_raw']:.2f}x | "
             f"{r['p50_s']:.1f} | {r['p99_s']:.1f} |"
         )
-    if run.samples:
+    if run.rss:
         burn_info = result["burn"]
         assert isinstance(burn_info, dict)
         lines += [
             "",
             f"burn {burn_info['seconds']:.0f} s: {run.files} files, {run.streams} streams, "
-            f"{len(run.errors)} errors; RSS, second minute -> last minute (target < 5%):",
+            f"{len(run.errors)} errors; memory, second minute -> last minute (target < 5%):",
             "",
-            "| process | second minute MiB | last minute MiB | growth |",
-            "|---|---|---|---|",
+            "| process | RSS MiB | RSS growth | PSS MiB | PSS growth |",
+            "|---|---|---|---|---|",
         ]
         for name, row in burn_info["processes"].items():
             lines.append(
-                f"| {name} | {row['rss_warm_mib']:.0f} | {row['rss_last_mib']:.0f} "
-                f"| {100 * row['rss_growth']:+.1f}% |"
+                f"| {name} | {row['rss_warm_mib']:.0f} -> {row['rss_last_mib']:.0f} "
+                f"| {100 * row['rss_growth']:+.1f}% "
+                f"| {row['pss_warm_mib']:.0f} -> {row['pss_last_mib']:.0f} "
+                f"| {100 * row['pss_growth']:+.1f}% |"
             )
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -373,22 +386,23 @@ def write_outputs(
         print("(no plot: matplotlib is not installed)")
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    xs = [r["concurrency"] for r in levels]
-    left.plot(xs, [r["audio_s_per_s"] for r in levels], "o-", label="pipeline")
-    left.axhline(raw, color="grey", linestyle="--", label="raw engine")
-    left.set_xscale("log", base=2)
-    left.set_xlabel("concurrent file jobs")
-    left.set_ylabel("audio s per wall s")
-    twin = left.twinx()
-    twin.plot(xs, [r["p99_s"] for r in levels], "s:", color="tab:red", label="p99 latency")
-    twin.set_ylabel("p99 job latency, s")
-    left.legend(loc="lower left")
-    if run.samples:
-        minutes = [t / 60 for t, _ in run.samples]
-        for name in run.samples[0][1]:
-            right.plot(minutes, [rss[name] for _, rss in run.samples], label=name)
+    if levels:
+        xs = [r["concurrency"] for r in levels]
+        left.plot(xs, [r["audio_s_per_s"] for r in levels], "o-", label="pipeline")
+        left.axhline(raw, color="grey", linestyle="--", label="raw engine")
+        left.set_xscale("log", base=2)
+        left.set_xlabel("concurrent file jobs")
+        left.set_ylabel("audio s per wall s")
+        twin = left.twinx()
+        twin.plot(xs, [r["p99_s"] for r in levels], "s:", color="tab:red", label="p99 latency")
+        twin.set_ylabel("p99 job latency, s")
+        left.legend(loc="lower left")
+    if run.pss:
+        minutes = [t / 60 for t, _ in run.pss]
+        for name in run.pss[0][1]:
+            right.plot(minutes, [mib[name] for _, mib in run.pss], label=name)
         right.set_xlabel("minutes")
-        right.set_ylabel("RSS, MiB")
+        right.set_ylabel("PSS, MiB")
         right.set_title("burn: steady mixed load")
         right.legend(fontsize="small")
     fig.tight_layout()
@@ -429,11 +443,11 @@ def main() -> int:
     result: dict[str, object] = {
         "mode": args.mode, "engine": args.engine, "raw_rate": rate, "levels": levels,
     }  # fmt: skip
-    if run.samples:
+    if run.rss:
         result["burn"] = {
             "seconds": args.burn_s, "files": run.files, "streams": run.streams,
             "errors": run.errors[:20], "processes": burn_growth(run),
-            "rss_samples": run.samples,
+            "rss_samples": run.rss, "pss_samples": run.pss,
         }  # fmt: skip
     write_outputs(args.out, result, levels, run)
     return 0
