@@ -260,7 +260,7 @@ async def bridge(settings: Any, count: int, rates: list[float]) -> list[dict[str
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "voxwire.cli", "bridge"],
-        env={**os.environ, "VOXWIRE_NAMESPACE": namespace},
+        env={**os.environ, "VOXWIRE_NAMESPACE": namespace, "VOXWIRE_INGEST_SESSION_EXPIRY_S": "60"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -138,7 +138,10 @@ class Platform:
             "--data-dir", str(self.workdir / "data"),
         ]  # fmt: skip
         if self.distributed:
-            env |= services_env() | {"VOXWIRE_NAMESPACE": "load" + os.urandom(3).hex()}
+            env |= services_env() | {
+                "VOXWIRE_NAMESPACE": "load" + os.urandom(3).hex(),
+                "VOXWIRE_INGEST_SESSION_EXPIRY_S": "60",  # gone after the run: drop its session
+            }
             command.append("--distributed")
         else:
             command += ["--mqtt-port", str(mqtt), "--ws-port", str(ws)]

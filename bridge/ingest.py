@@ -3,9 +3,10 @@ after the bus has accepted it.
 
 The bridge subscribes with a shared subscription (``$share/<group>/...``) on a
 persistent session, so several bridge processes split the load and the broker
-keeps messages while none is connected. The group and the client id name the
-installation (its namespace): two installations on one broker must neither
-split each other's messages nor take over each other's session. paho runs with
+keeps messages while none is connected (for ``session_expiry_s``, a day by
+default). The group and the client id name the installation (its namespace):
+two installations on one broker must neither split each other's messages nor
+take over each other's session. paho runs with
 manual acks: the PUBACK for a client's message is sent only once Kafka confirmed
 the record, so while Kafka is down clients keep their messages (their in-flight
 window fills and they stop sending) instead of losing them.
@@ -97,8 +98,10 @@ class MqttIngest:
         share_group: str | None = SHARE_GROUP,
         make_client: Callable[..., paho.Client] = paho.Client,
         tls: ssl.SSLContext | None = None,
+        session_expiry_s: int = 24 * 3600,
     ) -> None:
         self._bus = bus
+        self._session_expiry_s = session_expiry_s
         self._host, self._port = host, port
         self._limit = asyncio.Semaphore(max_in_flight)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -170,7 +173,7 @@ class MqttIngest:
         self._loop = asyncio.get_running_loop()
         if self._protocol == paho.MQTTv5:
             props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            props.SessionExpiryInterval = 24 * 3600
+            props.SessionExpiryInterval = self._session_expiry_s
             self._client.connect_async(
                 self._host, self._port, keepalive=30, clean_start=False, properties=props
             )

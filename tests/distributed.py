@@ -66,6 +66,8 @@ class DistributedPlatform:
             "VOXWIRE_SHARED_DIR": str(tmp / "shared"),
             "VOXWIRE_DATA_DIR": str(tmp / "data"),
             "VOXWIRE_CONFIG": str(tmp / "server.toml"),
+            # the namespace is gone after the test: its bridge's session must not collect audio
+            "VOXWIRE_INGEST_SESSION_EXPIRY_S": "60",
             **{f"VOXWIRE_{k.upper()}": v for k, v in settings.items()},
         }
         self.log_dir = tmp / "logs"

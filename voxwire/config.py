@@ -55,6 +55,13 @@ class Settings(BaseModel):
     max_upload_mb: float = Field(default=200, gt=0)
     max_audio_s: float = Field(default=4 * 3600, gt=0)
     message_expiry_s: int = Field(default=24 * 3600, ge=1)
+    ingest_session_expiry_s: int = Field(
+        default=24 * 3600,
+        ge=0,
+        description="how long the broker keeps the bridge's MQTT session (and queues client "
+        "audio for it) while no bridge is connected; a short-lived installation (tests, "
+        "benchmarks) sets it low, so that its session does not collect audio after it is gone",
+    )
     max_prompts: int = Field(default=50, ge=0)
     metrics_port: int | None = Field(
         default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"

@@ -220,6 +220,7 @@ async def run_bridge(settings: Settings) -> None:
                 username=settings.mqtt_username,
                 password=password,
                 tls=broker_tls(settings),
+                session_expiry_s=settings.ingest_session_expiry_s,
             )
             await first_failure(relay.run(), ingest.run(), indexer.run(), queries.run())
     finally:

@@ -31,6 +31,7 @@ def test_up_distributed_serves_on_the_given_port_in_its_namespace(tmp_path: Path
         **os.environ,
         **services,
         "VOXWIRE_NAMESPACE": namespace,
+        "VOXWIRE_INGEST_SESSION_EXPIRY_S": "60",
         "VOXWIRE_CONFIG_DIR": str(tmp_path / "config"),
         "VOXWIRE_CONFIG": str(tmp_path / "config" / "server.toml"),
     }

