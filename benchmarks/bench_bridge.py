@@ -39,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -138,14 +139,32 @@ def percentiles(latencies: list[float]) -> tuple[float, float]:
 PACED_S = 5.0
 
 
-def pace(rate: float, send: Any) -> dict[int, float]:
-    """Call ``send(i)`` for i = 1..rate*PACED_S at ``rate`` per second; the send times."""
+def pace(rate: float, send: Callable[[], object]) -> dict[int, float]:
+    """Call ``send()`` rate*PACED_S times at ``rate`` per second; the send times, from 1."""
     sent: dict[int, float] = {}
     t0 = time.time()
     for i in range(1, int(rate * PACED_S) + 1):
         sent[i] = time.time()
-        send(i)
+        send()
         time.sleep(max(0.0, i / rate - (time.time() - t0)))
+    return sent
+
+
+async def produce_paced(
+    bus: NamespacedBus, rate: float, record: Callable[[int], tuple[str, bytes]], first: int = 1
+) -> dict[int, float]:
+    """Produce ``record(i)`` (key, value) for rate*PACED_S values of i from ``first``,
+    at ``rate`` per second, without waiting for each; the send times by i, once all
+    were acknowledged."""
+    sent: dict[int, float] = {}
+    producing = []
+    t0 = time.time()
+    for n in range(1, int(rate * PACED_S) + 1):
+        i = first + n - 1
+        sent[i] = time.time()
+        producing.append(asyncio.ensure_future(bus.produce(RESULTS_TOPIC, *record(i))))
+        await asyncio.sleep(max(0.0, n / rate - (time.time() - t0)))
+    await asyncio.gather(*producing)
     return sent
 
 
@@ -185,7 +204,7 @@ class Ceiling:
     def throughput(self, count: int) -> dict[str, float]:
         first = self.seq + 1
         start = time.time()
-        futures = [self._send(i) for i in range(count)]
+        futures = [self._send() for _ in range(count)]
         arrivals = self.rx.collect(first, self.seq)
         elapsed = max(arrivals.values()) - start
         for f in futures:
@@ -194,11 +213,11 @@ class Ceiling:
 
     def paced(self, rate: float) -> dict[str, float]:
         base = self.seq
-        sent = pace(rate, lambda _i: self._send(0))
+        sent = pace(rate, self._send)
         arrivals = self.rx.collect(base + 1, self.seq)
         return latency({base + i: t for i, t in sent.items()}, arrivals)
 
-    def _send(self, _i: int) -> Any:
+    def _send(self) -> Any:
         self.seq += 1
         return self.tx.publish(self.topic, message(self.sid, self.seq), retain=False)
 
@@ -210,7 +229,6 @@ async def kafka_floor(settings: Any, rate: float) -> dict[str, float]:
     bus = NamespacedBus(KafkaBus(settings.kafka_bootstrap, client_id="bench"), f"{namespace}.")
     subscription = bus.subscribe(RESULTS_TOPIC, "bench-floor")
     paced = int(rate * PACED_S)
-    sent: dict[int, float] = {}
     arrivals: dict[int, float] = {}
 
     async def consume() -> None:
@@ -227,13 +245,7 @@ async def kafka_floor(settings: Any, rate: float) -> dict[str, float]:
     await bus.produce(RESULTS_TOPIC, "0", b"warm-up")
     while 0 not in arrivals:  # the group has its partitions: the clock starts now
         await asyncio.sleep(0.01)
-    producing = []
-    t0 = time.time()
-    for i in range(1, paced + 1):
-        sent[i] = time.time()
-        producing.append(asyncio.ensure_future(bus.produce(RESULTS_TOPIC, str(i), b"x" * 1000)))
-        await asyncio.sleep(max(0.0, i / rate - (time.time() - t0)))
-    await asyncio.gather(*producing)
+    sent = await produce_paced(bus, rate, lambda i: (str(i), b"x" * 1000))
     try:
         await asyncio.wait_for(consumer, 120)
     finally:
@@ -272,17 +284,8 @@ async def bridge(settings: Any, count: int, rates: list[float]) -> list[dict[str
         seq = count
         for rate in rates:
             base = seq
-            sent: dict[int, float] = {}
-            producing = []
-            t0 = time.time()
-            for i in range(1, int(rate * PACED_S) + 1):
-                sent[base + i] = time.time()
-                producing.append(
-                    asyncio.ensure_future(bus.produce(RESULTS_TOPIC, sid, message(sid, base + i)))
-                )
-                await asyncio.sleep(max(0.0, i / rate - (time.time() - t0)))
+            sent = await produce_paced(bus, rate, lambda i: (sid, message(sid, i)), base + 1)
             seq = base + len(sent)
-            await asyncio.gather(*producing)
             arrivals = await asyncio.to_thread(rx.collect, base + 1, seq)
             rows.append(latency(sent, arrivals))
     finally:

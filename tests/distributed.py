@@ -47,7 +47,7 @@ def services_env() -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -62,7 +62,7 @@ class DistributedPlatform:
             **os.environ,
             **services_env(),
             "VOXWIRE_NAMESPACE": self.namespace,
-            "VOXWIRE_HTTP_PORT": str(_free_port()),
+            "VOXWIRE_HTTP_PORT": str(free_port()),
             "VOXWIRE_SHARED_DIR": str(tmp / "shared"),
             "VOXWIRE_DATA_DIR": str(tmp / "data"),
             "VOXWIRE_CONFIG": str(tmp / "server.toml"),

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.distributed import _free_port, services_env
+from tests.distributed import free_port, services_env
 from tests.helpers import EVAL_DIR
 from voxwire_client import Client
 from voxwire_client.config import load_config
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.timeout(300)
 def test_up_distributed_serves_on_the_given_port_in_its_namespace(tmp_path: Path) -> None:
     services = services_env()
     namespace = "u" + secrets.token_hex(4)
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         **services,

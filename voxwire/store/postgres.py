@@ -500,11 +500,7 @@ async def _record_new(conn: Conn, batch: list[Message]) -> int:
     """Insert and apply ``batch``, all of it new (inside a transaction, pipelined:
     nothing waits for an answer; a message stored before fails the transaction)."""
     await conn.execute(_INSERT_NEW_MESSAGES, _message_rows(batch))
-    fold = _BatchFold()
-    for message in batch:
-        fold.add(message)
-    for statement, args in fold.statements():
-        await conn.execute(statement, args)
+    await _apply(conn, batch)
     return len(batch)
 
 
@@ -514,13 +510,18 @@ async def _record(conn: Conn, batch: list[Message]) -> int:
     inserted = {(r["sid"], r["seq"]) for r in await cur.fetchall()}
     if not inserted:
         return 0
-    fold = _BatchFold()
-    for message in batch:
-        if (message.sid, message.seq) in inserted:
-            fold.add(message)
-    for statement, args in fold.statements():  # sent with the COMMIT, in one round trip
-        await conn.execute(statement, args)
+    await _apply(conn, [m for m in batch if (m.sid, m.seq) in inserted])
     return len(inserted)
+
+
+async def _apply(conn: Conn, messages: list[Message]) -> None:
+    """The effects of ``messages``, folded into one statement per table (pipelined:
+    sent with the COMMIT, in one round trip)."""
+    fold = _BatchFold()
+    for message in messages:
+        fold.add(message)
+    for statement, args in fold.statements():
+        await conn.execute(statement, args)
 
 
 @dataclass(slots=True)
