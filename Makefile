@@ -4,11 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PACKAGES := voxwire broker bridge workers gateway
 JS := client-sdk/js
 JS_STAMP := $(JS)/node_modules/.installed
 
-.PHONY: run test test-js web lint typecheck pytest bench contract models clean help services services-stop run-distributed
+.PHONY: run test test-js web lint typecheck layers pytest bench contract models clean help services services-stop run-distributed
 
 help:
 	@echo "make run     start voxwire (embedded: broker, workers, gateway, web app) in the foreground"
@@ -47,7 +46,7 @@ run-distributed: $(STAMP) $(JS_STAMP) services
 models: $(STAMP)
 	$(BIN)/voxwire models install
 
-test: lint typecheck test-js pytest
+test: lint typecheck layers test-js pytest
 
 # the browser SDK: its JSDoc types checked by tsc, its unit tests with Node's own runner
 test-js: $(JS_STAMP)
@@ -56,12 +55,13 @@ test-js: $(JS_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# mypy sees the namespaced packages through a tree of links (voxwire.broker -> broker/ ...).
+# strict, over every portion of the voxwire namespace and the SDK (pyproject.toml: [tool.mypy])
 typecheck: $(STAMP)
-	@rm -rf build/typecheck && mkdir -p build/typecheck/voxwire
-	@for f in voxwire/*; do ln -s "$$PWD/$$f" build/typecheck/voxwire/; done
-	@for p in broker bridge workers gateway; do ln -s "$$PWD/$$p" build/typecheck/voxwire/$$p; done
-	MYPYPATH=build/typecheck:client-sdk/python $(BIN)/mypy -p voxwire -p voxwire_client
+	$(BIN)/mypy
+
+# the layer order and the independence of the services (pyproject.toml: [tool.importlinter])
+layers: $(STAMP)
+	$(BIN)/lint-imports
 
 pytest: $(STAMP) $(JS_STAMP) services
 	scripts/services.sh browser

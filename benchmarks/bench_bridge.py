@@ -48,12 +48,12 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 from voxwire.broker.mqtt import MqttConnection
-from voxwire.bus import RESULTS_TOPIC
 from voxwire.bus.kafka import KafkaBus
 from voxwire.bus.namespaced import NamespacedBus
 from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
-from voxwire.config import load_settings
-from voxwire.distributed import broker_address
+from voxwire.core.config import load_settings
+from voxwire.platform.distributed import broker_address
+from voxwire.wire.topics import RESULTS_TOPIC
 from voxwire_client.messages import MatchMessage, encode_message
 
 ROOT = Path(__file__).resolve().parents[1]

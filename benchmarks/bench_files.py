@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from voxwire.audio import decode
-from voxwire.config import Settings
-from voxwire.embedded import EmbeddedPlatform
+from voxwire.core.audio import decode
+from voxwire.core.config import Settings
 from voxwire.models import registry
+from voxwire.platform.embedded import EmbeddedPlatform
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire_client import AsyncClient

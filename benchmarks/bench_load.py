@@ -44,8 +44,8 @@ import httpx
 import numpy as np
 import psutil
 
-from voxwire.audio import decode
-from voxwire.config import Settings
+from voxwire.core.audio import decode
+from voxwire.core.config import Settings
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire_client import AsyncClient, StreamRequest, pcm_chunks

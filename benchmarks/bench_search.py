@@ -12,7 +12,7 @@ answers the same queries:
 - ``across``: a quoted phrase from the last words of a segment into the first
   words of the next, found only through the windows of committed text.
 
-Figures: segments, then their windows (:mod:`voxwire.windows`), indexed per
+Figures: segments, then their windows (:mod:`voxwire.wire.windows`), indexed per
 second, query p50/p95 in ms (one query at a time), and, as the baseline measured
 in the same run, the same phrase queries
 as a SQLite ``LIKE`` scan of the normalised text (what search costs without a
@@ -38,12 +38,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from voxwire.matching import Prompt, PromptMatcher, normalize
+from voxwire.core.matching import Prompt, PromptMatcher, normalize
+from voxwire.core.standing_prompts import StandingPrompts
 from voxwire.search import SearchIndex, SearchQuery
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire.search.sqlite_fts import SqliteSearchIndex
-from voxwire.standing_prompts import StandingPrompts
-from voxwire.windows import windows_of
+from voxwire.wire.windows import windows_of
 from voxwire_client.messages import SegmentData
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval" / "manifest.jsonl"

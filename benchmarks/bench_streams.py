@@ -41,10 +41,10 @@ import jiwer
 import numpy as np
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from voxwire.audio import decode
-from voxwire.config import Settings
-from voxwire.embedded import EmbeddedPlatform
+from voxwire.core.audio import decode
+from voxwire.core.config import Settings
 from voxwire.models import registry
+from voxwire.platform.embedded import EmbeddedPlatform
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire_client import AsyncClient, StreamRequest, pcm_chunks

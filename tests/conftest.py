@@ -10,7 +10,7 @@ import pytest
 
 from tests.distributed import DistributedPlatform
 from tests.helpers import PlatformThread
-from voxwire.config import Settings
+from voxwire.core.config import Settings
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from voxwire.config import Settings
+from voxwire.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ROOT / "scripts" / "services.sh"
@@ -80,7 +80,7 @@ class DistributedPlatform:
 
     @property
     def settings(self) -> Settings:
-        from voxwire.config import load_settings
+        from voxwire.core.config import load_settings
 
         saved = dict(os.environ)
         try:
@@ -212,7 +212,7 @@ class DistributedPlatform:
         httpx.delete(f"{settings.opensearch_url}/{index}", timeout=30)
 
     def new_tenant_key(self, name: str) -> str:
-        from voxwire.distributed import create_key
+        from voxwire.platform.distributed import create_key
 
         _, key = asyncio.run(create_key(self.settings, name, "test"))
         return key.plaintext

@@ -17,9 +17,9 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from voxwire.audio import decode
-from voxwire.config import Settings
-from voxwire.embedded import EmbeddedPlatform
+from voxwire.core.audio import decode
+from voxwire.core.config import Settings
+from voxwire.platform.embedded import EmbeddedPlatform
 from voxwire_client._mqtt import mqtt_username
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -125,7 +125,7 @@ class PlatformThread:
         return self.settings.mqtt_port
 
     def new_tenant_key(self, name: str) -> str:
-        from voxwire.auth import generate_key
+        from voxwire.access.keys import generate_key
 
         async def go() -> str:
             tenant = await self.platform.store.create_tenant(name)

@@ -1,4 +1,4 @@
-"""voxwire.audio: the eval set decodes, other formats round-trip, bad input gets a typed error."""
+"""voxwire.core.audio: the eval set decodes, formats round-trip, bad input gets typed errors."""
 
 from __future__ import annotations
 
@@ -19,15 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import EVAL_DIR
-from voxwire.audio import DecodedAudio, decode, pcm16le_to_float32
-from voxwire.errors import (
+from voxwire.core.audio import SAMPLE_RATE, DecodedAudio, decode, pcm16le_to_float32
+from voxwire.core.errors import (
     AudioError,
     AudioTooLongError,
     EmptyAudioError,
     TruncatedAudioError,
     UnsupportedAudioError,
 )
-from voxwire.workers.engine import SAMPLE_RATE
 
 pytestmark = pytest.mark.timeout(120)
 

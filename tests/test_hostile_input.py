@@ -21,13 +21,14 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from voxwire.bridge.ingest import route
-from voxwire.matching import normalize
-from voxwire.redaction import Redactor
+from voxwire.core.errors import RecordError
+from voxwire.core.matching import normalize
+from voxwire.core.redaction import Redactor
 from voxwire.search.query import SearchQueryError, parse_query
 from voxwire.search.sqlite_fts import SqliteSearchIndex
-from voxwire.windows import TextWindow
+from voxwire.wire.records import StreamStart, decode_audio_record
+from voxwire.wire.windows import TextWindow
 from voxwire.workers.stream_checkpoints import CheckpointError, StreamCheckpoint
-from voxwire.workers.stream_worker import StreamStart
 from voxwire_client.api import (
     PromptChange,
     PromptSpec,
@@ -109,6 +110,7 @@ def test_request_bodies_validate_or_raise_validation_error(value: object) -> Non
 @given(
     st.fixed_dictionaries(
         {
+            "kind": st.sampled_from(["start", "publish", "prompts"]),
             "sid": st.sampled_from(["s1", "a/b", "", "#"]),
             "tenant_id": st.text(max_size=5),
             "request": json_values,
@@ -116,12 +118,13 @@ def test_request_bodies_validate_or_raise_validation_error(value: object) -> Non
     ).map(lambda d: json.dumps(d).encode())
     | st.binary(max_size=100)
 )
-def test_stream_start_records_decode_or_raise_value_error(data: bytes) -> None:
+def test_audio_records_decode_or_raise_record_error(data: bytes) -> None:
     try:
-        start = StreamStart.decode(data)
-    except (ValueError, KeyError, TypeError):
+        record = decode_audio_record(data)
+    except RecordError:
         return
-    validate_sid(start.sid)
+    if isinstance(record, StreamStart):
+        validate_sid(record.sid)
 
 
 @FAST

@@ -1,4 +1,4 @@
-"""voxwire.matching: normalisation, exact and fuzzy prompt matches, timing and highlights."""
+"""voxwire.core.matching: normalisation, exact and fuzzy prompt matches, timing and highlights."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voxwire.matching import Match, Prompt, PromptMatcher, normalize
+from voxwire.core.matching import Match, Prompt, PromptMatcher, normalize
 
 JFK = (
     " And so my fellow Americans, ask not what your country can do for you,"

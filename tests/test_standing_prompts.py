@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from voxwire.matching import Match, Prompt
-from voxwire.standing_prompts import StandingPrompts
+from voxwire.core.matching import Match, Prompt
+from voxwire.core.standing_prompts import StandingPrompts
 
 
 def _feed(prompts: StandingPrompts, *texts: str) -> list[list[Match]]:

@@ -1,11 +1,11 @@
-"""Windows of committed text (voxwire.windows) and the hits across segments they
+"""Windows of committed text (voxwire.wire.windows) and the hits across segments they
 give (voxwire.search.spans)."""
 
 from __future__ import annotations
 
 from voxwire.search.query import parse_query
 from voxwire.search.spans import spans_across
-from voxwire.windows import HOP_MS, LENGTH_MS, TextWindow, windows_after, windows_of
+from voxwire.wire.windows import HOP_MS, LENGTH_MS, TextWindow, windows_after, windows_of
 from voxwire_client.messages import SegmentData
 
 

@@ -18,7 +18,8 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from voxwire.broker.embedded import Action, EmbeddedBroker, Principal
+from voxwire.access.principal import Action, Principal
+from voxwire.broker.embedded import EmbeddedBroker
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from voxwire.broker.embedded import (
     EmbeddedBroker,
     parse_connect,
 )
-from voxwire.errors import MqttError
+from voxwire.core.errors import MqttError
 
 from .conftest import (
     USERS,

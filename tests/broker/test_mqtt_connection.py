@@ -18,7 +18,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from voxwire.broker.mqtt import MqttConnection
-from voxwire.errors import MqttError
+from voxwire.core.errors import MqttError
 
 from .conftest import PahoClient, RunningBroker
 

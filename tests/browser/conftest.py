@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from tests.helpers import PlatformThread, joined_utterances
-from voxwire.config import Settings
+from voxwire.core.config import Settings
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
 SILENCE_S = 1.0

@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[at
 from voxwire.bus.base import Record
 from voxwire.bus.kafka import KafkaBus, KafkaOptions, KafkaSubscription
 from voxwire.bus.topics import DEFAULT_TOPICS, CleanupPolicy, TopicSpec, kafka_init, topic_specs
-from voxwire.errors import BusError, ConfigError
+from voxwire.core.errors import BusError, ConfigError
 
 pytestmark = pytest.mark.timeout(60)
 

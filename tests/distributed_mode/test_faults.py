@@ -5,7 +5,6 @@ Kafka stopped for 10 s. Every job must complete, nothing lost or duplicated."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import itertools
 import json
@@ -117,6 +116,7 @@ def test_kafka_outage_holds_client_messages(cluster: DistributedPlatform) -> Non
     every job in flight completes."""
     from voxwire.bus.kafka import KafkaBus
     from voxwire.bus.namespaced import NamespacedBus
+    from voxwire.wire.records import ClientPublish, decode_audio_record
 
     with (EVAL_DIR / "audio" / "lhotse_lj_LJ002-0020.wav").open("rb") as fh:
         sid = httpx.post(
@@ -153,8 +153,9 @@ def test_kafka_outage_holds_client_messages(cluster: DistributedPlatform) -> Non
         try:
             while set(seen) != set(range(50)):
                 record = await asyncio.wait_for(subscription.next(), 30)
-                envelope = json.loads(record.value)
-                seen.append(json.loads(base64.b64decode(envelope["payload"]))["n"])
+                published = decode_audio_record(record.value)
+                assert isinstance(published, ClientPublish)
+                seen.append(json.loads(published.payload)["n"])
         finally:
             await subscription.close()
             await bus.close()

@@ -9,7 +9,7 @@ import pytest
 
 from tests.distributed import DistributedPlatform
 from tests.helpers import EVAL_DIR
-from voxwire.distributed import index_alias, open_store
+from voxwire.platform.distributed import index_alias, open_store
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire_client import Client, SearchQuery
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.helpers import EVAL_DIR, Listener, PlatformThread
-from voxwire.auth import key_id_of
+from voxwire.access.keys import key_id_of
 from voxwire_client import ApiError, Client, SearchPage, SearchQuery
 from voxwire_client.api import QueryResult
 from voxwire_client.topics import query_request_topic, query_result_topic

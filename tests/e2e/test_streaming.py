@@ -19,7 +19,7 @@ from tests.helpers import (
     joined_utterances,
     pcm16,
 )
-from voxwire.audio import decode
+from voxwire.core.audio import decode
 from voxwire_client import ApiError, Client, PromptSpec, StreamRequest, pcm_chunks
 from voxwire_client.messages import Message
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.models.conftest import EVAL_DIR, JFK_ID, Converted, reference_text, run_isolated, wer
-from voxwire.errors import ModelConversionError, ModelError
+from voxwire.core.errors import ModelConversionError, ModelError
 from voxwire.models import installed, is_installed, model_path, resolve, validate
 from voxwire.models.convert import convert, decode_vocabulary, mel_filters, quantize
 from voxwire.models.ggml import GgmlType, tensor_header

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from voxwire.redaction import Finding
+from voxwire.core.redaction import Finding
 
 LABELLED = Path(__file__).with_name("labelled.jsonl")
 

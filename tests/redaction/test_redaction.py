@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from tests.helpers import EVAL_DIR
 from tests.redaction.labelled import labelled, scores
-from voxwire.redaction import Redactor
+from voxwire.core.redaction import Redactor
 from voxwire_client.api import RedactMode
 
 MIN_PRECISION = MIN_RECALL = 0.9

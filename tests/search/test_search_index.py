@@ -20,7 +20,7 @@ from voxwire.search.query import SearchHit, parse_query
 from voxwire.search.reindex import reindex
 from voxwire.search.sqlite_fts import SqliteSearchIndex
 from voxwire.store import SessionRecord, SqliteStore
-from voxwire.windows import windows_of
+from voxwire.wire.windows import windows_of
 from voxwire_client.messages import SegmentData, SegmentMessage, SessionStatus
 
 pytestmark = pytest.mark.timeout(120)

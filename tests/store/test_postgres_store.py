@@ -16,7 +16,7 @@ from tests.store import (
     postgres_store,
     require,
 )
-from voxwire.auth import generate_key
+from voxwire.access.keys import generate_key
 from voxwire.store import SessionRecord
 from voxwire.store.postgres import PostgresStore, StoreError, migrations
 from voxwire_client.messages import (

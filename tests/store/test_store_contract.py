@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.store import fresh_schema, pg_query, postgres_store
-from voxwire.auth import generate_key
+from voxwire.access.keys import generate_key
 from voxwire.store import SessionRecord, SqliteStore, Store
 from voxwire_client.api import PromptSpec
 from voxwire_client.messages import (

@@ -8,13 +8,13 @@ from typing import Any
 
 import httpx
 
+from voxwire.access.tokens import TokenIssuer
 from voxwire.blobs import LocalBlobStore
 from voxwire.bus import MemoryBus
-from voxwire.config import Settings
+from voxwire.core.config import Settings
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.search.sqlite_fts import SqliteSearchIndex
 from voxwire.store import SqliteStore
-from voxwire.tokens import TokenIssuer
 
 
 def gateway_client(

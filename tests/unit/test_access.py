@@ -1,5 +1,5 @@
-from voxwire.access import SERVICE_USER, PlatformAuthenticator, SessionAuthorizer
-from voxwire.broker.embedded import Principal
+from voxwire.access.principal import Principal
+from voxwire.access.rules import SERVICE_USER, PlatformAuthenticator, SessionAuthorizer
 
 OWNERS = {"s_a": "t_alice", "s_b": "t_bob"}
 auth = PlatformAuthenticator("secret", {"key-alice": "t_alice"}.get)

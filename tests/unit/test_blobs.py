@@ -9,8 +9,8 @@ import pytest
 
 from tests.s3 import make_bucket, s3_server
 from voxwire.blobs import BlobStore, LocalBlobStore, S3BlobStore
-from voxwire.config import Settings
-from voxwire.errors import NotFoundError
+from voxwire.core.config import Settings
+from voxwire.core.errors import NotFoundError
 
 pytestmark = pytest.mark.timeout(60)
 

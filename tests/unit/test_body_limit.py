@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from tests.unit.gateway_app import gateway_client
-from voxwire.auth import generate_key
+from voxwire.access.keys import generate_key
 from voxwire.store import SqliteStore
 
 

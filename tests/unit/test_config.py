@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from voxwire.config import load_settings
-from voxwire.errors import ConfigError
+from voxwire.core.config import load_settings
+from voxwire.core.errors import ConfigError
 from voxwire_client.config import ClientConfig, load_config, save_config
 
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from voxwire import contract
+from voxwire.cli import asyncapi as contract
 
 CONTRACT_DIR = Path(__file__).resolve().parents[2] / "client-sdk" / "contract"
 

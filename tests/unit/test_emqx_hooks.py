@@ -12,10 +12,10 @@ import pytest
 from pydantic import SecretStr
 
 from tests.unit.gateway_app import gateway_client
-from voxwire.access import SERVICE_USER
-from voxwire.auth import generate_key
+from voxwire.access.keys import generate_key
+from voxwire.access.rules import SERVICE_USER
+from voxwire.access.tokens import TokenIssuer
 from voxwire.store import SessionRecord, SqliteStore
-from voxwire.tokens import TokenIssuer
 from voxwire_client.messages import SessionStatus
 
 HOOK = "hook-secret-for-tests"

@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from voxwire.errors import EngineError
-from voxwire.jobs import FileJob
-from voxwire.workers.engine import Audio, EngineOptions, Segment, SegmentCallback
+from voxwire.core.audio import Audio
+from voxwire.core.errors import EngineError
+from voxwire.wire.records import FileJob
+from voxwire.workers.engine import EngineOptions, Segment, SegmentCallback
 from voxwire.workers.pipeline import run_file_job
 from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import Message, TranscriptMessage

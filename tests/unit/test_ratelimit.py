@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.unit.gateway_app import gateway_client
-from voxwire.auth import generate_key
-from voxwire.ratelimit import RateLimits
+from voxwire.access.keys import generate_key
+from voxwire.core.ratelimit import RateLimits
 from voxwire.store import SqliteStore
 from voxwire_client import AsyncClient
 

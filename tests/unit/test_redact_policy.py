@@ -3,7 +3,6 @@ never less than its tenant requires."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -11,13 +10,13 @@ import pytest
 
 from tests.helpers import EVAL_DIR
 from tests.unit.gateway_app import gateway_client
-from voxwire.auth import generate_key
+from voxwire.access.keys import generate_key
 from voxwire.bus import MemoryBus
-from voxwire.config import Settings, load_settings
-from voxwire.errors import ConfigError
-from voxwire.jobs import FileJob
+from voxwire.core.config import Settings, load_settings
+from voxwire.core.errors import ConfigError
 from voxwire.store import SqliteStore
-from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart
+from voxwire.wire.records import FileJob, StreamStart, decode_audio_record
+from voxwire.wire.topics import AUDIO_TOPIC
 from voxwire_client.api import RedactMode as M
 
 
@@ -60,7 +59,8 @@ async def test_the_gateway_applies_the_tenants_policy(tmp_path: Path) -> None:
         response = await http.post("/v1/sessions", files=files, data=form, headers=auth)
         assert response.status_code == 201, response.text
     (record,) = await audio.next_batch(10)
-    start = StreamStart.decode(base64.b64decode(json.loads(record.value)["payload"]))
+    start = decode_audio_record(record.value)
+    assert isinstance(start, StreamStart)
     assert start.request.redact is M.MASK
     (job,) = [FileJob.model_validate_json(r.value) for r in await jobs.next_batch(10)]
     assert job.redact is M.MASK

@@ -1,13 +1,13 @@
-"""Session tokens (voxwire.tokens) and what the broker's rules let them do."""
+"""Session tokens (voxwire.access.tokens) and what the broker's rules let them do."""
 
 from __future__ import annotations
 
 import jwt
 import pytest
 
-from voxwire.access import PlatformAuthenticator, SessionAuthorizer
-from voxwire.broker.embedded import Principal
-from voxwire.tokens import MAX_TTL_S, TokenError, TokenIssuer, load_secret, looks_like_token
+from voxwire.access.principal import Principal
+from voxwire.access.rules import PlatformAuthenticator, SessionAuthorizer
+from voxwire.access.tokens import MAX_TTL_S, TokenError, TokenIssuer, load_secret, looks_like_token
 from voxwire_client.errors import InvalidSessionIdError
 
 SECRET = b"k" * 32

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voxwire.errors import ConfigError
+from voxwire.core.errors import ConfigError
 from voxwire.workers.endpointing import (
     Dropped,
     EndpointConfig,

@@ -12,9 +12,9 @@ import pytest
 
 from tests.helpers import corpus_wer, eval_with_text
 from tests.models.conftest import JFK_ID, jfk_audio, reference_text, wer
-from voxwire.audio import decode
-from voxwire.errors import EngineError, ModelError
-from voxwire.workers.engine import SAMPLE_RATE, EngineOptions, Segment, TranscriptionAborted
+from voxwire.core.audio import SAMPLE_RATE, decode
+from voxwire.core.errors import EngineError, ModelError
+from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
 from voxwire.workers.engines import available, create_engine
 from voxwire.workers.engines.faster_whisper import FasterWhisperEngine
 

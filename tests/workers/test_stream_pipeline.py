@@ -19,11 +19,9 @@ import numpy as np
 import pytest
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from voxwire.audio import decode
-from voxwire.errors import AudioError, ConfigError, EngineError
+from voxwire.core.audio import SAMPLE_RATE, Audio, decode
+from voxwire.core.errors import AudioError, ConfigError, EngineError
 from voxwire.workers.engine import (
-    SAMPLE_RATE,
-    Audio,
     Engine,
     EngineOptions,
     Segment,

@@ -12,17 +12,23 @@ import numpy as np
 import pytest
 
 from tests.workers.test_stream_pipeline import CHUNK_MS, EnergyVad, ScriptedEngine, bursts, pcm
-from voxwire.bridge.ingest import envelope
-from voxwire.bus import RESULTS_TOPIC, MemoryBus, Record, Subscription
-from voxwire.errors import BusError
-from voxwire.windows import WINDOWS_TOPIC, TextWindow, windows_of
+from voxwire.bus import MemoryBus, Record, Subscription
+from voxwire.core.errors import BusError
+from voxwire.wire.records import ClientPublish, StreamStart
+from voxwire.wire.topics import AUDIO_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
+from voxwire.wire.windows import TextWindow, windows_of
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream_checkpoints import MemoryCheckpoints
-from voxwire.workers.stream_worker import AUDIO_TOPIC, StreamStart, StreamWorker
+from voxwire.workers.stream_worker import StreamWorker
 from voxwire_client.api import RedactMode, StreamRequest
 from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage, parse_message
 
 pytestmark = pytest.mark.timeout(60)
+
+
+def published(topic: str, payload: bytes) -> bytes:
+    """The record the bridge puts on the bus for a client's publish."""
+    return ClientPublish(topic=topic, payload=payload).encode()
 
 
 @dataclass
@@ -82,14 +88,14 @@ async def test_checkpoints_precede_messages_and_a_moved_session_goes_quiet() -> 
     )
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
     await _until(lambda: bus.audio is not None)
-    start = StreamStart("mv1", "t1", StreamRequest(partial_interval_s=1.0))
-    await bus.produce(AUDIO_TOPIC, "mv1", envelope("stream/mv1/start", start.encode(), "gateway"))
+    start = StreamStart(sid="mv1", tenant_id="t1", request=StreamRequest(partial_interval_s=1.0))
+    await bus.produce(AUDIO_TOPIC, "mv1", start.encode())
     data = pcm(bursts())
     size = CHUNK_MS * 32
     parts = [data[i : i + size] for i in range(0, len(data), size)]
     half = len(parts) // 2
     for n, part in enumerate(parts[:half]):
-        await bus.produce(AUDIO_TOPIC, "mv1", envelope(f"audio/mv1/chunk/{n}", part))
+        await bus.produce(AUDIO_TOPIC, "mv1", published(f"audio/mv1/chunk/{n}", part))
     await _until(lambda: any(isinstance(m, SegmentMessage) and m.type == "final" for m in out))
     await asyncio.sleep(0.3)
     saved = await checkpoints.load("mv1")
@@ -100,8 +106,8 @@ async def test_checkpoints_precede_messages_and_a_moved_session_goes_quiet() -> 
     bus.audio.owned = False  # a rebalance gave the partition to another worker
     sent = len(out)
     for n, part in enumerate(parts[half:], start=half):
-        await bus.produce(AUDIO_TOPIC, "mv1", envelope(f"audio/mv1/chunk/{n}", part))
-    await bus.produce(AUDIO_TOPIC, "mv1", envelope("audio/mv1/control", b'{"type": "end"}'))
+        await bus.produce(AUDIO_TOPIC, "mv1", published(f"audio/mv1/chunk/{n}", part))
+    await bus.produce(AUDIO_TOPIC, "mv1", published("audio/mv1/control", b'{"type": "end"}'))
     await asyncio.sleep(1.0)
     after = await checkpoints.load("mv1")
     assert len(out) == sent and after is not None and not after.done
@@ -128,8 +134,8 @@ async def test_a_worker_that_cannot_deliver_ends_and_leaves_its_sessions_to_resu
     )
     running = asyncio.create_task(worker.run())
     await asyncio.sleep(0.05)
-    start = StreamStart("br1", "t1", StreamRequest())
-    await bus.produce(AUDIO_TOPIC, "br1", envelope("stream/br1/start", start.encode(), "gateway"))
+    start = StreamStart(sid="br1", tenant_id="t1", request=StreamRequest())
+    await bus.produce(AUDIO_TOPIC, "br1", start.encode())
     with pytest.raises(BusError, match="results refused"):
         await asyncio.wait_for(running, 10)
     saved = await checkpoints.load("br1")
@@ -147,18 +153,18 @@ async def test_a_device_changes_prompts_on_the_control_topic() -> None:
     )
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
     await _until(lambda: bus.audio is not None)
-    start = StreamStart("pc1", "t1", StreamRequest())
-    await bus.produce(AUDIO_TOPIC, "pc1", envelope("stream/pc1/start", start.encode(), "gateway"))
+    start = StreamStart(sid="pc1", tenant_id="t1", request=StreamRequest())
+    await bus.produce(AUDIO_TOPIC, "pc1", start.encode())
     change = b'{"type": "prompts", "add": [{"id": "plan", "text": "hiring plan"}]}'
-    await bus.produce(AUDIO_TOPIC, "pc1", envelope("audio/pc1/control", change))
+    await bus.produce(AUDIO_TOPIC, "pc1", published("audio/pc1/control", change))
     await bus.produce(
-        AUDIO_TOPIC, "pc1", envelope("audio/pc1/control", b'{"type": "prompts", "add": 7}')
+        AUDIO_TOPIC, "pc1", published("audio/pc1/control", b'{"type": "prompts", "add": 7}')
     )
     data = pcm(bursts())
     size = CHUNK_MS * 32
     for n, i in enumerate(range(0, len(data), size)):
-        await bus.produce(AUDIO_TOPIC, "pc1", envelope(f"audio/pc1/chunk/{n}", data[i : i + size]))
-    await bus.produce(AUDIO_TOPIC, "pc1", envelope("audio/pc1/control", b'{"type": "end"}'))
+        await bus.produce(AUDIO_TOPIC, "pc1", published(f"audio/pc1/chunk/{n}", data[i : i + size]))
+    await bus.produce(AUDIO_TOPIC, "pc1", published("audio/pc1/control", b'{"type": "end"}'))
     await _until(lambda: any(m.type == "transcript" for m in out))
     matches = [m for m in out if m.type == "match"]
     finals = [m for m in out if m.type == "final"]
@@ -179,15 +185,15 @@ async def test_each_final_sends_the_windows_it_changed() -> None:
     windows = bus.subscribe(WINDOWS_TOPIC, "test")
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
     await _until(lambda: bus.audio is not None)
-    start = StreamStart("win1", "t1", StreamRequest())
-    await bus.produce(AUDIO_TOPIC, "win1", envelope("stream/win1/start", start.encode(), "gateway"))
+    start = StreamStart(sid="win1", tenant_id="t1", request=StreamRequest())
+    await bus.produce(AUDIO_TOPIC, "win1", start.encode())
     data = pcm(bursts())
     size = CHUNK_MS * 32
     for n, i in enumerate(range(0, len(data), size)):
         await bus.produce(
-            AUDIO_TOPIC, "win1", envelope(f"audio/win1/chunk/{n}", data[i : i + size])
+            AUDIO_TOPIC, "win1", published(f"audio/win1/chunk/{n}", data[i : i + size])
         )
-    await bus.produce(AUDIO_TOPIC, "win1", envelope("audio/win1/control", b'{"type": "end"}'))
+    await bus.produce(AUDIO_TOPIC, "win1", published("audio/win1/control", b'{"type": "end"}'))
     await _until(lambda: any(isinstance(m, TranscriptMessage) for m in out))
     for task in tasks:
         task.cancel()
@@ -210,14 +216,14 @@ async def test_a_redacting_stream_sends_no_card_number() -> None:
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
     await _until(lambda: bus.audio is not None)
     request = StreamRequest(redact=RedactMode.MASK)
-    start = StreamStart("rd1", "t1", request)
-    await bus.produce(AUDIO_TOPIC, "rd1", envelope("stream/rd1/start", start.encode(), "gateway"))
+    start = StreamStart(sid="rd1", tenant_id="t1", request=request)
+    await bus.produce(AUDIO_TOPIC, "rd1", start.encode())
     data = pcm(bursts())
     size = CHUNK_MS * 32
     for n, i in enumerate(range(0, len(data), size)):
-        chunk = envelope(f"audio/rd1/chunk/{n}", data[i : i + size])
+        chunk = published(f"audio/rd1/chunk/{n}", data[i : i + size])
         await bus.produce(AUDIO_TOPIC, "rd1", chunk)
-    await bus.produce(AUDIO_TOPIC, "rd1", envelope("audio/rd1/control", b'{"type": "end"}'))
+    await bus.produce(AUDIO_TOPIC, "rd1", published("audio/rd1/control", b'{"type": "end"}'))
     await _until(lambda: any(isinstance(m, TranscriptMessage) for m in out))
     for task in tasks:
         task.cancel()
@@ -236,30 +242,28 @@ async def test_garbage_on_the_audio_topic_leaves_a_neighbouring_stream_unaffecte
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
     await _until(lambda: bus.audio is not None)
     for sid in ("ok1", "bad1"):
-        start = StreamStart(sid, "t1", StreamRequest())
-        await bus.produce(
-            AUDIO_TOPIC, sid, envelope(f"stream/{sid}/start", start.encode(), "gateway")
-        )
+        start = StreamStart(sid=sid, tenant_id="t1", request=StreamRequest())
+        await bus.produce(AUDIO_TOPIC, sid, start.encode())
     garbage = [
         ("bad1", b"\x00\xff not json"),
         ("bad1", b'{"topic": "audio/bad1/chunk/0"}'),
         ("bad1", b'{"topic": "audio/bad1/chunk/0", "payload": "***"}'),
         ("bad1", b"[1, 2, 3]"),
-        ("a/+/#", envelope("audio/a/+/#/chunk/0", b"\x00\x00")),
-        ("ok1", envelope("audio/bad1/chunk/0", b"\x00\x00")),  # another session's topic
-        ("bad1", envelope("audio/bad1/chunk/0", b"\x00")),  # odd length: not PCM16
-        ("bad1", envelope("audio/bad1/control", b"{not json")),
-        ("bad1", envelope("audio/bad1/control", b'{"type": "prompts", "add": 7}')),
-        ("ok1", envelope("stream/ok1/start", b"{}", "mqtt")),  # a start not from the gateway
+        ("a/+/#", published("audio/a/+/#/chunk/0", b"\x00\x00")),
+        ("ok1", published("audio/bad1/chunk/0", b"\x00\x00")),  # another session's topic
+        ("bad1", published("audio/bad1/chunk/0", b"\x00")),  # odd length: not PCM16
+        ("bad1", published("audio/bad1/control", b"{not json")),
+        ("bad1", published("audio/bad1/control", b'{"type": "prompts", "add": 7}')),
+        ("ok1", published("stream/ok1/start", b"{}")),  # a start not from the gateway
     ]
     data = pcm(bursts())
     size = CHUNK_MS * 32
     chunks = [data[i : i + size] for i in range(0, len(data), size)]
     for n, chunk in enumerate(chunks):
-        await bus.produce(AUDIO_TOPIC, "ok1", envelope(f"audio/ok1/chunk/{n}", chunk))
+        await bus.produce(AUDIO_TOPIC, "ok1", published(f"audio/ok1/chunk/{n}", chunk))
         key, value = garbage[n % len(garbage)]
         await bus.produce(AUDIO_TOPIC, key, value)
-    await bus.produce(AUDIO_TOPIC, "ok1", envelope("audio/ok1/control", b'{"type": "end"}'))
+    await bus.produce(AUDIO_TOPIC, "ok1", published("audio/ok1/control", b'{"type": "end"}'))
     await _until(lambda: any(isinstance(m, TranscriptMessage) and m.sid == "ok1" for m in out))
     assert not any(t.done() for t in tasks)
     for task in tasks:
@@ -286,16 +290,14 @@ async def _flood_and_calm(worker: StreamWorker, bus: OwnedBus, out: list[Message
     await _until(lambda: bus.audio is not None)
     size = CHUNK_MS * 32
     for sid, repeats in (("flood", 6), ("calm", 1)):
-        start = StreamStart(sid, "t1", StreamRequest(partial_interval_s=0))
-        await bus.produce(
-            AUDIO_TOPIC, sid, envelope(f"stream/{sid}/start", start.encode(), "gateway")
-        )
+        start = StreamStart(sid=sid, tenant_id="t1", request=StreamRequest(partial_interval_s=0))
+        await bus.produce(AUDIO_TOPIC, sid, start.encode())
         data = pcm(np.concatenate([bursts()] * repeats))
         for n, i in enumerate(range(0, len(data), size)):
             await bus.produce(
-                AUDIO_TOPIC, sid, envelope(f"audio/{sid}/chunk/{n}", data[i : i + size])
+                AUDIO_TOPIC, sid, published(f"audio/{sid}/chunk/{n}", data[i : i + size])
             )
-        await bus.produce(AUDIO_TOPIC, sid, envelope(f"audio/{sid}/control", b'{"type": "end"}'))
+        await bus.produce(AUDIO_TOPIC, sid, published(f"audio/{sid}/control", b'{"type": "end"}'))
     await _until(lambda: sum(isinstance(m, TranscriptMessage) for m in out) == 2, timeout=60)
     for task in tasks:
         task.cancel()
@@ -330,17 +332,15 @@ async def test_finals_of_several_sessions_share_one_engine_call() -> None:
     size = CHUNK_MS * 32
     sids = [f"bt{i}" for i in range(4)]
     for sid in sids:  # every session sends all its audio at once: finals pile up
-        start = StreamStart(sid, "t1", StreamRequest(partial_interval_s=0))
-        await bus.produce(
-            AUDIO_TOPIC, sid, envelope(f"stream/{sid}/start", start.encode(), "gateway")
-        )
+        start = StreamStart(sid=sid, tenant_id="t1", request=StreamRequest(partial_interval_s=0))
+        await bus.produce(AUDIO_TOPIC, sid, start.encode())
     for n, at in enumerate(range(0, len(data), size)):
         for sid in sids:
             await bus.produce(
-                AUDIO_TOPIC, sid, envelope(f"audio/{sid}/chunk/{n}", data[at : at + size])
+                AUDIO_TOPIC, sid, published(f"audio/{sid}/chunk/{n}", data[at : at + size])
             )
     for sid in sids:
-        await bus.produce(AUDIO_TOPIC, sid, envelope(f"audio/{sid}/control", b'{"type": "end"}'))
+        await bus.produce(AUDIO_TOPIC, sid, published(f"audio/{sid}/control", b'{"type": "end"}'))
     await _until(lambda: sum(isinstance(m, TranscriptMessage) for m in out) == len(sids), 240)
     for task in tasks:
         task.cancel()
@@ -372,16 +372,16 @@ async def test_prompt_changes_while_results_are_being_sent_do_not_stall_the_stre
     )
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
     await asyncio.sleep(0.05)
-    start = StreamStart("pl1", "t1", StreamRequest(partial_interval_s=0.2))
-    await bus.produce(AUDIO_TOPIC, "pl1", envelope("stream/pl1/start", start.encode(), "gateway"))
+    start = StreamStart(sid="pl1", tenant_id="t1", request=StreamRequest(partial_interval_s=0.2))
+    await bus.produce(AUDIO_TOPIC, "pl1", start.encode())
     data = pcm(bursts())
     size = CHUNK_MS * 32
     for n, i in enumerate(range(0, len(data), size)):
-        await bus.produce(AUDIO_TOPIC, "pl1", envelope(f"audio/pl1/chunk/{n}", data[i : i + size]))
+        await bus.produce(AUDIO_TOPIC, "pl1", published(f"audio/pl1/chunk/{n}", data[i : i + size]))
         change = f'{{"type": "prompts", "add": [{{"id": "p{n}", "text": "budget"}}]}}'
-        await bus.produce(AUDIO_TOPIC, "pl1", envelope("audio/pl1/control", change.encode()))
+        await bus.produce(AUDIO_TOPIC, "pl1", published("audio/pl1/control", change.encode()))
         await asyncio.sleep(0.01)  # while the engine thread is sending
-    await bus.produce(AUDIO_TOPIC, "pl1", envelope("audio/pl1/control", b'{"type": "end"}'))
+    await bus.produce(AUDIO_TOPIC, "pl1", published("audio/pl1/control", b'{"type": "end"}'))
     await _until(lambda: any(m.type == "transcript" for m in out), timeout=30)
     for task in tasks:
         task.cancel()

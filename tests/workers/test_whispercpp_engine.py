@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from tests.models.conftest import JFK_ID, jfk_audio, reference_text, run_isolated, wer
-from voxwire.errors import ConfigError, EngineError
-from voxwire.workers.engine import SAMPLE_RATE, EngineOptions, Segment, clean_text
+from voxwire.core.audio import SAMPLE_RATE
+from voxwire.core.errors import ConfigError, EngineError
+from voxwire.workers.engine import EngineOptions, Segment, clean_text
 from voxwire.workers.engines import available, create_engine
 from voxwire.workers.engines.whispercpp import WhisperCppEngine
 
@@ -190,7 +191,7 @@ def test_factory_knows_whispercpp() -> None:
 
 LOAD_EACH = """
 import json, sys
-from voxwire.errors import VoxwireError
+from voxwire.core.errors import VoxwireError
 from voxwire.workers.engines import create_engine
 from voxwire.workers.engines.whispercpp import WhisperCppEngine
 results = {}

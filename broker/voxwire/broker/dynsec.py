@@ -1,0 +1,251 @@
+"""Keeping Mosquitto's dynamic-security plugin in step with voxwire's tenants.
+
+In distributed mode with Mosquitto, the broker itself enforces who may do what:
+
+- every API key is a dynsec *client* (username = key id, password = the key),
+  with the role of its tenant; a revoked key's client is deleted;
+- every session token (:mod:`voxwire.access.tokens`) is a client (username
+  ``tok-<expires at>-<id>``, password = the token) with a role of its own
+  for its sessions' topics; :meth:`DynsecAccess.remove_expired_tokens`
+  deletes them once expired (Mosquitto itself does not know JWTs);
+- every tenant is a dynsec *role*; creating a session adds ACLs to the role so
+  the tenant may subscribe to ``transcription/<sid>/#`` and publish to
+  ``audio/<sid>/#``; every key has a role of its own for its search topics
+  (publish ``query/<key id>/+/request``, subscribe ``query/<key id>/+/result``);
+  anything not allowed is denied (the plugin's defaults are set to deny by
+  ``scripts/services.sh``).
+
+Commands go to ``$CONTROL/dynamic-security/v1`` as voxwire's service user and
+each waits for its answer on ``.../response`` (matched by correlation data).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import ssl
+import threading
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+
+from voxwire.access.tokens import USERNAME_PREFIX, SessionToken
+from voxwire.core.errors import MqttError
+
+log = logging.getLogger(__name__)
+
+CONTROL_TOPIC = "$CONTROL/dynamic-security/v1"
+RESPONSE_TOPIC = f"{CONTROL_TOPIC}/response"
+_ALREADY = ("already exists", "Client already exists", "Role already exists")
+
+
+class AccessControl(Protocol):
+    """Broker-side access rules that voxwire keeps in sync."""
+
+    async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None: ...
+    async def remove_key(self, key_id: str) -> None: ...
+    async def grant_session(self, tenant_id: str, sid: str) -> None: ...
+    async def add_token(self, grant: SessionToken) -> None: ...
+
+
+class NoAccessSync:
+    """For brokers that ask voxwire (the embedded broker, EMQX over HTTP)."""
+
+    async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None:
+        return None
+
+    async def remove_key(self, key_id: str) -> None:
+        return None
+
+    async def grant_session(self, tenant_id: str, sid: str) -> None:
+        return None
+
+    async def add_token(self, grant: SessionToken) -> None:
+        return None
+
+
+def key_role_name(key_id: str) -> str:
+    """The dynsec role holding one API key's own topics (its search queries)."""
+    return f"vx-key-{key_id}"
+
+
+def role_name(tenant_id: str) -> str:
+    return f"tenant-{tenant_id}"
+
+
+class DynsecAccess:
+    """Sends dynamic-security commands over one MQTT connection."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        username: str,
+        password: str,
+        *,
+        timeout_s: float = 10.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self._timeout_s = timeout_s
+        self._waiting: dict[str, Future[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        client = paho.Client(
+            CallbackAPIVersion.VERSION2, client_id=f"voxwire-dynsec-{secrets.token_hex(4)}"
+        )
+        client.username_pw_set(username, password)
+        if tls is not None:
+            client.tls_set_context(tls)
+        client.on_connect = self._on_connect
+        client.on_message = self._on_message
+        self._client = client
+        self._address = (host, port)
+
+    def connect(self) -> None:
+        try:
+            self._client.connect(*self._address)
+        except OSError as exc:
+            raise MqttError(f"cannot reach Mosquitto at {self._address}: {exc}") from exc
+        self._client.loop_start()
+        if not self._ready.wait(self._timeout_s):
+            self.close()
+            raise MqttError(
+                "Mosquitto did not accept the dynsec admin connection",
+                hint="check VOXWIRE_MQTT_USERNAME / VOXWIRE_MQTT_PASSWORD",
+            )
+
+    def close(self) -> None:
+        self._client.disconnect()
+        self._client.loop_stop()
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
+        if reason.is_failure:
+            log.error("dynsec admin connection refused: %s", reason)
+            return
+        client.subscribe(RESPONSE_TOPIC, qos=1)
+        self._ready.set()
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        try:
+            responses = json.loads(msg.payload).get("responses", [])
+        except (ValueError, AttributeError):
+            return
+        for response in responses:
+            with self._lock:
+                future = self._waiting.pop(str(response.get("correlationData")), None)
+            if future is not None and not future.done():
+                future.set_result(response)
+
+    def command(self, name: str, **fields: Any) -> dict[str, Any]:
+        """Run one command; raise MqttError on an error other than 'already exists'."""
+        correlation = secrets.token_hex(8)
+        future: Future[dict[str, Any]] = Future()
+        with self._lock:
+            self._waiting[correlation] = future
+        body = {"commands": [{"command": name, "correlationData": correlation, **fields}]}
+        self._client.publish(CONTROL_TOPIC, json.dumps(body), qos=1)
+        try:
+            response = future.result(self._timeout_s)
+        except TimeoutError:
+            with self._lock:
+                self._waiting.pop(correlation, None)
+            raise MqttError(
+                f"dynsec {name}: no answer from Mosquitto", topic=CONTROL_TOPIC
+            ) from None
+        error = response.get("error")
+        if error and not any(text in str(error) for text in _ALREADY):
+            raise MqttError(f"dynsec {name} failed: {error}", topic=CONTROL_TOPIC)
+        return response
+
+    # -- AccessControl ------------------------------------------------------------
+
+    def _ensure_role(self, tenant_id: str) -> None:
+        self.command("createRole", rolename=role_name(tenant_id))
+
+    async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None:
+        def go() -> None:
+            self._ensure_role(tenant_id)
+            own = key_role_name(key_id)  # the key's own search topics
+            self.command("createRole", rolename=own)
+            for acltype, topic in (
+                ("publishClientSend", f"query/{key_id}/+/request"),
+                ("subscribePattern", f"query/{key_id}/+/result"),
+                ("publishClientReceive", f"query/{key_id}/+/result"),
+            ):
+                self.command(
+                    "addRoleACL", rolename=own, acltype=acltype, topic=topic, allow=True,
+                    priority=0,
+                )  # fmt: skip
+            self.command(
+                "createClient",
+                username=key_id,
+                password=plaintext,
+                roles=[{"rolename": role_name(tenant_id)}, {"rolename": own}],
+            )
+
+        await asyncio.to_thread(go)
+
+    async def remove_key(self, key_id: str) -> None:
+        def go() -> None:
+            self.command("deleteClient", username=key_id)
+            self.command("deleteRole", rolename=key_role_name(key_id))
+
+        await asyncio.to_thread(go)
+
+    async def grant_session(self, tenant_id: str, sid: str) -> None:
+        role = role_name(tenant_id)
+
+        def go() -> None:
+            self._ensure_role(tenant_id)
+            self._allow_session(role, sid)
+
+        await asyncio.to_thread(go)
+
+    def _allow_session(self, role: str, sid: str) -> None:
+        """Let ``role`` follow session ``sid`` and send its audio."""
+        for acltype, topic in (
+            ("subscribePattern", f"transcription/{sid}/#"),
+            ("publishClientReceive", f"transcription/{sid}/#"),
+            ("publishClientSend", f"audio/{sid}/#"),
+        ):
+            self.command(
+                "addRoleACL", rolename=role, acltype=acltype, topic=topic, allow=True, priority=0
+            )
+
+    async def add_token(self, grant: SessionToken) -> None:
+        role = f"vx-{grant.username}"
+
+        def go() -> None:
+            self.command("createRole", rolename=role)
+            for sid in sorted(grant.sids):
+                self._allow_session(role, sid)
+            self.command(
+                "createClient",
+                username=grant.username,
+                password=grant.token,
+                roles=[{"rolename": role}],
+            )
+
+        await asyncio.to_thread(go)
+
+    async def remove_expired_tokens(self, now: float) -> int:
+        """Delete the clients (and roles) of tokens expired by ``now``; how many."""
+
+        def go() -> int:
+            listed = self.command("listClients", verbose=False, count=-1, offset=0)
+            removed = 0
+            for username in listed.get("data", {}).get("clients", []):
+                if not str(username).startswith(USERNAME_PREFIX):
+                    continue
+                expires = str(username)[len(USERNAME_PREFIX) :].split("-", 1)[0]
+                if expires.isdigit() and int(expires) <= now:
+                    self.command("deleteClient", username=username)
+                    self.command("deleteRole", rolename=f"vx-{username}")
+                    removed += 1
+            return removed
+
+        return await asyncio.to_thread(go)

@@ -1,0 +1,372 @@
+"""The HTTP gateway (FastAPI): upload, session status, transcripts, history, search, health,
+and the web app (``/app/``).
+
+Every API route but ``/healthz`` and ``/metrics`` needs an API key: ``Authorization: Bearer
+<key>`` or ``X-API-Key: <key>``. The routes of one session (``/v1/sessions/{sid}...``) also
+take a session token from ``POST /v1/tokens`` that names it. Errors are JSON bodies of
+:class:`ErrorBody`.
+"""
+
+import asyncio
+import logging
+import math
+import mimetypes
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from voxwire.access.tokens import TokenIssuer, issuer_for, looks_like_token
+from voxwire.blobs import BlobStore
+from voxwire.broker.dynsec import AccessControl, NoAccessSync
+from voxwire.bus import Bus
+from voxwire.core.config import Settings
+from voxwire.core.errors import (
+    AudioError,
+    AudioTooLongError,
+    AuthError,
+    ConflictError,
+    NotFoundError,
+    VoxwireError,
+)
+from voxwire.core.metrics import RATE_LIMITED
+from voxwire.core.ratelimit import RateLimitedError, RateLimits
+from voxwire.gateway.body_limit import BodyLimit
+from voxwire.gateway.emqx import emqx_hooks
+from voxwire.gateway.streams import StreamService
+from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
+from voxwire.gateway.web import mount_web_app
+from voxwire.search import SearchIndex, SearchQueryError
+from voxwire.store import SessionRecord, Store, Tenant
+from voxwire_client.api import (
+    Endpoints,
+    ErrorBody,
+    Health,
+    MessagesPage,
+    PromptChange,
+    SearchPage,
+    SearchQuery,
+    SessionCreated,
+    SessionInfo,
+    StreamCreated,
+    StreamRequest,
+    TokenRequest,
+    TokenResponse,
+    TranscriptResponse,
+)
+from voxwire_client.errors import InvalidSessionIdError
+from voxwire_client.topics import (
+    audio_chunk_prefix,
+    audio_control_topic,
+    session_filter,
+    validate_sid,
+)
+
+log = logging.getLogger(__name__)
+
+_STATUS = {
+    AuthError: 401,
+    RateLimitedError: 429,
+    NotFoundError: 404,
+    ConflictError: 409,
+    InvalidRequestError: 400,
+    PayloadTooLargeError: 413,
+    SearchQueryError: 400,
+    AudioTooLongError: 413,
+    AudioError: 422,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayContext:
+    settings: Settings
+    store: Store
+    bus: Bus
+    blobs: BlobStore
+    workers: int
+    search: SearchIndex
+    access: AccessControl = field(default_factory=NoAccessSync)
+    tokens: TokenIssuer | None = None
+    """Signs browser session tokens; None: the settings' issuer."""
+
+
+def _status_for(exc: VoxwireError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in _STATUS:
+            return _STATUS[cls]
+    return 500
+
+
+def create_app(ctx: GatewayContext) -> FastAPI:
+    app = FastAPI(
+        title="voxwire gateway",
+        version=version("voxwire"),
+        description="Upload audio, follow sessions, fetch transcripts. Results are delivered "
+        "over MQTT on transcription/<sid>/result|progress|match.",
+    )
+    uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
+    streams = StreamService(ctx.store, ctx.bus, ctx.access, ctx.settings)
+    settings = ctx.settings
+    limits = RateLimits(settings.rate_limit_per_s, settings.rate_limit_burst)
+    tokens = ctx.tokens or issuer_for(settings.token_secret.get_secret_value(), settings.data_dir)
+
+    @app.exception_handler(VoxwireError)
+    async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
+        body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint, sid=exc.sid)
+        headers = None
+        if isinstance(exc, RateLimitedError):
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+        return JSONResponse(body.model_dump(), status_code=_status_for(exc), headers=headers)
+
+    @app.exception_handler(InvalidSessionIdError)
+    async def bad_sid(_request: Request, exc: InvalidSessionIdError) -> JSONResponse:
+        body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint)
+        return JSONResponse(body.model_dump(), status_code=400)
+
+    def take(tenant_id: str, name: str) -> None:
+        if wait := limits.take(tenant_id):
+            RATE_LIMITED.inc()
+            raise RateLimitedError(f"too many requests for tenant {name}", retry_after_s=wait)
+
+    async def tenant(request: Request) -> Tenant:
+        key = _credential(request)
+        found = await ctx.store.verify_api_key(key) if key else None
+        if found is None:
+            raise AuthError(
+                "missing or invalid API key",
+                hint="send 'Authorization: Bearer <key>'; create a key with `voxwire keys create`",
+            )
+        take(found.id, found.name)
+        return found
+
+    Caller = Annotated[Tenant, Depends(tenant)]
+
+    async def session_of(sid: str, tenant_id: str) -> SessionRecord:
+        validate_sid(sid)
+        session = await ctx.store.get_session(sid)
+        if session is None or session.tenant_id != tenant_id:
+            raise NotFoundError(f"no session {sid}", sid=sid)
+        return session
+
+    async def session_access(sid: str, request: Request) -> SessionRecord:
+        """The session, for its API key's tenant or for a session token naming it."""
+        credential = _credential(request)
+        if credential is None or not looks_like_token(credential):
+            return await session_of(sid, (await tenant(request)).id)
+        grant = tokens.verify(credential)
+        if sid not in grant.sids:
+            raise NotFoundError(f"no session {sid} for this token", sid=sid)
+        take(grant.tenant_id, grant.tenant_id)
+        return await session_of(sid, grant.tenant_id)
+
+    Owned = Annotated[SessionRecord, Depends(session_access)]
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    async def metrics() -> Response:
+        """This process's counters, Prometheus text format (no secrets, no session data)."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz", response_model=Health, tags=["health"])
+    async def health() -> Health:
+        return Health(
+            status="ok",
+            version=version("voxwire"),
+            mode=settings.mode,
+            workers=ctx.workers,
+            model=settings.model,
+        )
+
+    @app.post(
+        "/v1/sessions",
+        status_code=201,
+        response_model=SessionCreated,
+        tags=["sessions"],
+        responses={
+            400: {"model": ErrorBody},
+            401: {"model": ErrorBody},
+            413: {"model": ErrorBody},
+            422: {"model": ErrorBody},
+        },
+    )
+    async def create_session(
+        request: Request,
+        caller: Caller,
+        file: Annotated[UploadFile, File(description="audio: WAV, FLAC, MP3, OGG/Opus, M4A")],
+        prompts: Annotated[
+            str | None, Form(description="JSON list of phrases to listen for")
+        ] = None,
+        language: Annotated[str | None, Form()] = None,
+        redact: Annotated[
+            str | None, Form(description="personal data: off, mask or entity")
+        ] = None,
+    ) -> SessionCreated:
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit():
+            uploads.check_size(int(declared) - 64 * 1024)
+        data = await _read_limited(file, uploads)
+        session = await uploads.accept(
+            caller, Upload(file.filename, data, prompts, language, redact)
+        )
+        return SessionCreated(
+            **_info(session).model_dump(), endpoints=_endpoints(settings, session.sid)
+        )
+
+    @app.post(
+        "/v1/streams",
+        status_code=201,
+        response_model=StreamCreated,
+        tags=["streams"],
+        responses={401: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    )
+    async def create_stream(caller: Caller, request: StreamRequest) -> StreamCreated:
+        """Start a live stream; then publish audio chunks over MQTT."""
+        session = await streams.start(caller, request)
+        return StreamCreated(
+            **_info(session).model_dump(),
+            endpoints=_endpoints(settings, session.sid),
+            audio_topic=audio_chunk_prefix(session.sid),
+            control_topic=audio_control_topic(session.sid),
+        )
+
+    @app.get("/v1/sessions", response_model=list[SessionInfo], tags=["sessions"])
+    async def list_sessions(
+        caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> list[SessionInfo]:
+        return [_info(s) for s in await ctx.store.list_sessions(caller.id, limit)]
+
+    @app.get("/v1/sessions/{sid}", response_model=SessionInfo, tags=["sessions"])
+    async def get_session(session: Owned) -> SessionInfo:
+        return _info(session)
+
+    @app.get("/v1/sessions/{sid}/transcript", response_model=TranscriptResponse, tags=["sessions"])
+    async def get_transcript(session: Owned) -> TranscriptResponse:
+        segments = await ctx.store.segments(session.sid)
+        return TranscriptResponse(
+            sid=session.sid,
+            status=session.status,
+            text=session.text or " ".join(s.text for s in segments).strip(),
+            language=session.language,
+            duration_ms=session.duration_ms,
+            segments=tuple(segments),
+            matches=tuple(await ctx.store.matches(session.sid)),
+        )
+
+    @app.get("/v1/sessions/{sid}/messages", response_model=MessagesPage, tags=["sessions"])
+    async def get_messages(
+        session: Owned,
+        after: Annotated[int, Query(ge=0, description="return messages with seq > after")] = 0,
+        limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
+    ) -> MessagesPage:
+        messages = await ctx.store.messages_after(session.sid, after, limit)
+        return MessagesPage(sid=session.sid, messages=messages, last_seq=session.last_seq)
+
+    @app.post(
+        "/v1/sessions/{sid}/prompts",
+        status_code=202,
+        response_model=PromptChange,
+        tags=["streams"],
+        responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 409: {"model": ErrorBody}},
+    )
+    async def change_prompts(session: Owned, change: PromptChange) -> PromptChange:
+        """Add or remove standing prompts of a live stream (applied from its next final)."""
+        await streams.change_prompts(session, change)
+        return change
+
+    @app.post(
+        "/v1/search",
+        response_model=SearchPage,
+        tags=["search"],
+        responses={400: {"model": ErrorBody}, 401: {"model": ErrorBody}},
+    )
+    async def search(caller: Caller, query: SearchQuery) -> SearchPage:
+        """Segments of the caller's transcripts that answer the query, best first."""
+        return await ctx.search.search(caller.id, query)
+
+    @app.post(
+        "/v1/tokens",
+        status_code=201,
+        response_model=TokenResponse,
+        tags=["tokens"],
+        responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}},
+    )
+    async def create_token(caller: Caller, request: TokenRequest) -> TokenResponse:
+        """A short-lived token for a browser: it connects to the broker with it as
+        password and may follow (and stream audio to) only these sessions."""
+        for sid in request.sids:
+            await session_of(sid, caller.id)
+        grant = tokens.issue(caller.id, list(request.sids), request.ttl_s)
+        await ctx.access.add_token(grant)
+        return TokenResponse(
+            token=grant.token,
+            username=grant.username,
+            sids=tuple(sorted(grant.sids)),
+            expires_at=grant.expires_at,
+            ws_url=settings.broker_urls[1],
+        )
+
+    if settings.hook_secret.get_secret_value():
+        app.include_router(
+            emqx_hooks(ctx.store, tokens, settings.hook_secret, settings.mqtt_password)
+        )
+
+    @app.get("/v1/sessions/{sid}/audio", tags=["sessions"], response_class=Response)
+    async def get_audio(session: Owned) -> Response:
+        key = ctx.blobs.find(session.sid, "original.")
+        if key is None:
+            raise NotFoundError("no audio stored for this session", sid=session.sid)
+        data = await asyncio.to_thread(ctx.blobs.get, key)
+        media = mimetypes.guess_type(key)[0] or "application/octet-stream"
+        return Response(content=data, media_type=media)
+
+    mount_web_app(app)
+    app.add_middleware(BodyLimit, exempt=_is_upload)
+    return app
+
+
+def _credential(request: Request) -> str | None:
+    """An API key or a session token: ``Authorization: Bearer`` or ``X-API-Key``."""
+    header = request.headers.get("authorization", "")
+    found = header[7:].strip() if header.lower().startswith("bearer ") else None
+    return found or request.headers.get("x-api-key") or None
+
+
+def _is_upload(scope: MutableMapping[str, Any]) -> bool:
+    """The upload reads its body itself, within ``max_upload_mb``."""
+    return bool(scope["method"] == "POST" and scope["path"] == "/v1/sessions")
+
+
+async def _read_limited(file: UploadFile, uploads: UploadService) -> bytes:
+    chunks, size = [], 0
+    while chunk := await file.read(1 << 20):
+        size += len(chunk)
+        uploads.check_size(size)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _info(session: SessionRecord) -> SessionInfo:
+    return SessionInfo(
+        sid=session.sid,
+        status=session.status,
+        created_at=session.created_at,
+        filename=session.filename,
+        duration_ms=session.duration_ms,
+        percent=session.percent,
+        last_seq=session.last_seq,
+        prompts=session.prompts,
+        error_code=session.error_code,
+        error_message=session.error_message,
+    )
+
+
+def _endpoints(settings: Settings, sid: str) -> Endpoints:
+    mqtt_url, ws_url = settings.broker_urls
+    return Endpoints(
+        mqtt_url=mqtt_url,
+        ws_url=ws_url,
+        topic_filter=session_filter(sid),
+    )

@@ -1,0 +1,135 @@
+"""EMQX asks the gateway who may connect and what they may do.
+
+EMQX's HTTP authenticator and HTTP authorizer call these routes with the
+request bodies configured in ``emqx/emqx.conf`` (each a JSON object of
+EMQX placeholders)::
+
+    POST /internal/emqx/authn  {"clientid": "${clientid}", "username": "${username}",
+                                "password": "${password}", "peerhost": "${peerhost}"}
+    POST /internal/emqx/authz  {"clientid": "${clientid}", "username": "${username}",
+                                "topic": "${topic}", "action": "${action}"}
+
+and take the answer from the JSON body (status 200): ``{"result": "allow" |
+"deny"}``, for authentication also ``is_superuser``, ``acl`` and ``expire_at``
+(EMQX 5.8+). The rules are the embedded broker's (:mod:`voxwire.access.rules`):
+
+- voxwire's service user: allowed, superuser;
+- an API key: the username must be the key's id (so the authorizer, which
+  sees no password, knows the key); topics are then decided per request by
+  the authorizer: the tenant's own sessions, the key's own query topics;
+- a session token (:mod:`voxwire.access.tokens`): allowed until it expires
+  (``expire_at``), with an ``acl`` naming exactly its sessions' topics and
+  denying everything else, so the authorizer is never asked.
+
+Anything else is denied. The routes exist only when the ``hook_secret``
+setting is set, and EMQX must send it: ``Authorization: Bearer <secret>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Header
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from voxwire.access.keys import key_id_of
+from voxwire.access.principal import Principal
+from voxwire.access.rules import SERVICE_USER, topic_rule
+from voxwire.access.tokens import TokenError, TokenIssuer, looks_like_token
+from voxwire.core.errors import AuthError
+from voxwire.store import Store
+
+
+class AuthnRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    clientid: str
+    username: str = ""
+    password: str = ""
+    peerhost: str = ""
+
+
+class AuthzRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    clientid: str
+    username: str = ""
+    topic: str
+    action: Literal["publish", "subscribe", "all"]
+
+
+class AclRule(BaseModel):
+    permission: Literal["allow", "deny"]
+    action: Literal["publish", "subscribe", "all"]
+    topic: str
+
+
+class AuthnResponse(BaseModel):
+    result: Literal["allow", "deny"]
+    is_superuser: bool = False
+    acl: list[AclRule] | None = None
+    expire_at: int | None = None
+
+
+class AuthzResponse(BaseModel):
+    result: Literal["allow", "deny"]
+
+
+DENY = AuthnResponse(result="deny")
+
+
+def emqx_hooks(
+    store: Store, tokens: TokenIssuer, hook_secret: SecretStr, service_password: SecretStr
+) -> APIRouter:
+    async def from_emqx(authorization: Annotated[str, Header()] = "") -> None:
+        expected = f"Bearer {hook_secret.get_secret_value()}"
+        if not hmac.compare_digest(authorization.encode(), expected.encode()):
+            raise AuthError("not EMQX", hint="send the hook_secret as a bearer token")
+
+    router = APIRouter(prefix="/internal/emqx", tags=["emqx"], dependencies=[Depends(from_emqx)])
+
+    @router.post("/authn", response_model=AuthnResponse, response_model_exclude_none=True)
+    async def authenticate(request: AuthnRequest) -> AuthnResponse:
+        if not request.password:
+            return DENY
+        if request.username == SERVICE_USER:
+            secret = service_password.get_secret_value()
+            if secret and hmac.compare_digest(request.password.encode(), secret.encode()):
+                return AuthnResponse(result="allow", is_superuser=True)
+            return DENY
+        if looks_like_token(request.password):
+            try:
+                grant = tokens.verify(request.password)
+            except TokenError:
+                return DENY
+            acl = [
+                AclRule(permission="allow", action=action, topic=topic)
+                for sid in sorted(grant.sids)
+                for action, topic in (
+                    ("subscribe", f"transcription/{sid}/+"),
+                    ("publish", f"audio/{sid}/chunk/+"),
+                    ("publish", f"audio/{sid}/control"),
+                )
+            ]
+            acl.append(AclRule(permission="deny", action="all", topic="#"))
+            return AuthnResponse(result="allow", acl=acl, expire_at=grant.expires_at)
+        tenant = await store.verify_api_key(request.password)
+        if tenant is None or request.username != key_id_of(request.password):
+            return DENY
+        return AuthnResponse(result="allow")
+
+    @router.post("/authz", response_model=AuthzResponse)
+    async def authorize(request: AuthzRequest) -> AuthzResponse:
+        tenant_id = await store.key_tenant(request.username) if request.username else None
+        if tenant_id is None or request.action == "all":
+            return AuthzResponse(result="deny")
+        principal = Principal(name=tenant_id, key_id=request.username)
+        decision = topic_rule(principal, request.topic, request.action, time.time())
+        if isinstance(decision, str):
+            session = await store.get_session(decision)
+            decision = session is not None and session.tenant_id == tenant_id
+        return AuthzResponse(result="allow" if decision else "deny")
+
+    return router

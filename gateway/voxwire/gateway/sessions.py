@@ -1,0 +1,51 @@
+"""What every new session needs, whether it is an upload or a live stream:
+its record, its topics opened to its tenant, and its first message."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from voxwire.broker.dynsec import AccessControl
+from voxwire.bus import Bus
+from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.wire.topics import RESULTS_TOPIC
+from voxwire_client.api import PromptSpec
+from voxwire_client.messages import Message, SessionStatus, encode_message
+from voxwire_client.topics import new_sid
+
+
+async def open_session(
+    store: Store,
+    access: AccessControl,
+    tenant: Tenant,
+    *,
+    prompts: tuple[PromptSpec, ...],
+    filename: str | None = None,
+) -> str:
+    """Create a queued session of ``tenant`` and let the tenant reach its topics."""
+    sid = new_sid()
+    await store.create_session(
+        SessionRecord(
+            sid=sid,
+            tenant_id=tenant.id,
+            status=SessionStatus.QUEUED,
+            created_at=datetime.now(UTC),
+            filename=filename,
+            prompts=prompts,
+        )
+    )
+    await access.grant_session(tenant.id, sid)
+    return sid
+
+
+async def announce(store: Store, bus: Bus, message: Message) -> None:
+    """Record a message the gateway itself publishes (before any worker) and send it
+    through the relay like every other."""
+    await store.record_message(message)
+    await bus.produce(RESULTS_TOPIC, message.sid, encode_message(message))
+
+
+async def stored(store: Store, sid: str) -> SessionRecord:
+    session = await store.get_session(sid)
+    assert session is not None, f"session {sid} vanished"
+    return session

@@ -1,0 +1,56 @@
+"""Starting a live stream: the session, its topic access, and the start record
+that tells a stream worker how to transcribe it. Independent of HTTP."""
+
+from __future__ import annotations
+
+from voxwire.broker.dynsec import AccessControl
+from voxwire.bus import Bus
+from voxwire.core.config import Settings
+from voxwire.core.errors import ConflictError
+from voxwire.core.standing_prompts import MAX_PROMPTS
+from voxwire.gateway.sessions import announce, open_session, stored
+from voxwire.gateway.uploads import check_prompts
+from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.wire.records import GATEWAY_SEQ, PromptUpdate, StreamStart
+from voxwire.wire.topics import AUDIO_TOPIC
+from voxwire_client.api import PromptChange, StreamRequest
+from voxwire_client.messages import ProgressMessage, SessionStatus
+
+
+class StreamService:
+    def __init__(self, store: Store, bus: Bus, access: AccessControl, settings: Settings) -> None:
+        self._store = store
+        self._bus = bus
+        self._access = access
+        self._settings = settings
+
+    async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
+        check_prompts(request.prompts, MAX_PROMPTS)
+        redact = self._settings.redact_for(tenant.name, request.redact)
+        request = request.model_copy(update={"redact": redact})
+        sid = await open_session(self._store, self._access, tenant, prompts=request.prompts)
+        start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
+        await self._bus.produce(AUDIO_TOPIC, sid, start.encode())
+        queued = ProgressMessage(sid=sid, seq=GATEWAY_SEQ, status=SessionStatus.QUEUED, percent=0)
+        await announce(self._store, self._bus, queued)
+        return await stored(self._store, sid)
+
+    async def change_prompts(self, session: SessionRecord, change: PromptChange) -> None:
+        """Send a prompt change to the worker of a live stream, in order with its
+        audio. The worker answers a change it cannot apply with an error message
+        on the session's topics; what can be checked here is checked first."""
+        if session.filename is not None:
+            raise ConflictError(
+                "the prompts of an uploaded file are fixed when it is uploaded",
+                hint="prompts can be changed while a live stream runs",
+                sid=session.sid,
+            )
+        if session.status.terminal:
+            raise ConflictError(
+                f"the stream has ended ({session.status.value})",
+                hint="search its transcript instead: POST /v1/search",
+                sid=session.sid,
+            )
+        check_prompts(change.add, MAX_PROMPTS)
+        update = PromptUpdate(sid=session.sid, change=change)
+        await self._bus.produce(AUDIO_TOPIC, session.sid, update.encode())

@@ -1,0 +1,197 @@
+"""Accepting an upload: validate, decode, store, enqueue. Independent of HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from pydantic import TypeAdapter, ValidationError
+
+from voxwire.blobs import BlobStore
+from voxwire.broker.dynsec import AccessControl, NoAccessSync
+from voxwire.bus import Bus
+from voxwire.core.audio import DecodedAudio, decode, float32_to_pcm16le
+from voxwire.core.config import Settings
+from voxwire.core.errors import AudioError, VoxwireError
+from voxwire.core.standing_prompts import StandingPrompts, prompt_of
+from voxwire.gateway.sessions import announce, open_session, stored
+from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.wire.records import GATEWAY_SEQ, FileJob
+from voxwire.wire.topics import JOBS_TOPIC
+from voxwire_client.api import PromptSpec, RedactMode
+from voxwire_client.messages import (
+    ErrorMessage,
+    ProgressMessage,
+    SessionStatus,
+)
+
+_PROMPT_LIST = TypeAdapter(list[PromptSpec | str])
+
+
+class InvalidRequestError(VoxwireError):
+    code = "invalid_request"
+
+
+class PayloadTooLargeError(VoxwireError):
+    code = "payload_too_large"
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    filename: str | None
+    data: bytes
+    prompts: str | None
+    language: str | None
+    redact: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    session: SessionRecord
+
+
+def redact_mode(raw: str | None) -> RedactMode | None:
+    """The mode an upload asks for (None: it does not say)."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return RedactMode(raw.strip().lower())
+    except ValueError:
+        choices = ", ".join(m.value for m in RedactMode)
+        raise InvalidRequestError(
+            f"invalid redact {raw[:40]!r}", hint=f"use one of: {choices}"
+        ) from None
+
+
+def parse_prompts(raw: str | None, limit: int) -> tuple[PromptSpec, ...]:
+    """``raw`` is a JSON list of strings or ``{"id", "text"}`` objects."""
+    if not raw:
+        return ()
+    try:
+        items = _PROMPT_LIST.validate_json(raw)
+    except ValidationError as exc:
+        raise InvalidRequestError(
+            f"invalid prompts: {exc.errors()[0]['msg']}",
+            hint='send a JSON list such as ["ask not", {"id": "p2", "text": "country"}]',
+        ) from None
+    if len(items) > limit:
+        raise InvalidRequestError(f"too many prompts ({len(items)} > {limit})")
+    specs = []
+    for i, item in enumerate(items):
+        try:
+            specs.append(
+                item if isinstance(item, PromptSpec) else PromptSpec(id=f"p{i + 1}", text=item)
+            )
+        except ValidationError:
+            raise InvalidRequestError(
+                f"invalid prompt #{i + 1}: empty or longer than 500 characters"
+            ) from None
+    return check_prompts(specs, limit)
+
+
+def check_prompts(specs: Sequence[PromptSpec], limit: int) -> tuple[PromptSpec, ...]:
+    """``specs`` if a session can listen for them all, else InvalidRequestError
+    (duplicate ids, a prompt without words, ``within`` shorter than the prompt)."""
+    try:
+        StandingPrompts().change([prompt_of(p) for p in specs], (), limit=limit)
+    except ValueError as exc:
+        raise InvalidRequestError(
+            f"invalid prompts: {exc}", hint="a prompt needs words; ids must be unique"
+        ) from None
+    return tuple(specs)
+
+
+def safe_extension(filename: str | None) -> str:
+    """An extension for the stored original, never a path."""
+    suffix = PurePath((filename or "").replace("\\", "/")).suffix.lower().lstrip(".")
+    return suffix if suffix.isalnum() and len(suffix) <= 5 else "bin"
+
+
+class UploadService:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        bus: Bus,
+        blobs: BlobStore,
+        access: AccessControl | None = None,
+    ) -> None:
+        self._settings = settings
+        self._access = access or NoAccessSync()
+        self._store = store
+        self._bus = bus
+        self._blobs = blobs
+
+    def check_size(self, size: int) -> None:
+        limit = int(self._settings.max_upload_mb * 1024 * 1024)
+        if size > limit:
+            raise PayloadTooLargeError(
+                f"upload of {size} bytes exceeds the limit of {limit} bytes",
+                hint="split the audio or raise max_upload_mb",
+            )
+
+    async def accept(self, tenant: Tenant, upload: Upload) -> SessionRecord:
+        """Create the session and enqueue its job; AudioError when the audio is unusable
+        (the session then exists, failed, with an error message published on it)."""
+        self.check_size(len(upload.data))
+        prompts = parse_prompts(upload.prompts, self._settings.max_prompts)
+        language = (upload.language or self._settings.language).strip().lower()
+        if not language.isalpha() or len(language) > 8:
+            raise InvalidRequestError(f"invalid language {language!r}", hint="use a code like 'en'")
+        redact = self._settings.redact_for(tenant.name, redact_mode(upload.redact))
+        sid = await open_session(
+            self._store,
+            self._access,
+            tenant,
+            prompts=prompts,
+            filename=_display_name(upload.filename),
+        )
+        try:
+            decoded = await asyncio.to_thread(
+                decode, upload.data, max_seconds=self._settings.max_audio_s, name=upload.filename
+            )
+        except AudioError as exc:
+            exc.sid = sid
+            error = ErrorMessage(
+                sid=sid, seq=GATEWAY_SEQ, code=exc.code, message=exc.message, hint=exc.hint
+            )
+            await announce(self._store, self._bus, error)
+            raise
+        audio_key = await asyncio.to_thread(self._save_audio, sid, upload, decoded)
+        job = FileJob(
+            sid=sid,
+            tenant_id=tenant.id,
+            audio_key=audio_key,
+            duration_ms=round(decoded.duration_s * 1000),
+            language=language,
+            prompts=prompts,
+            redact=redact,
+        )
+        queued = ProgressMessage(
+            sid=sid,
+            seq=GATEWAY_SEQ,
+            status=SessionStatus.QUEUED,
+            percent=0,
+            duration_ms=job.duration_ms,
+        )
+        await announce(self._store, self._bus, queued)
+        await self._bus.produce(JOBS_TOPIC, sid, job.model_dump_json().encode())
+        return await stored(self._store, sid)
+
+    def _save_audio(self, sid: str, upload: Upload, decoded: DecodedAudio) -> str:
+        """Keep the original (for playback) and the decoded 16 kHz PCM (for workers)."""
+        original = self._blobs.key(sid, f"original.{safe_extension(upload.filename)}")
+        self._blobs.put(original, upload.data)
+        audio_key = self._blobs.key(sid, "audio.pcm")
+        self._blobs.put(audio_key, float32_to_pcm16le(decoded.samples))
+        return audio_key
+
+
+def _display_name(filename: str | None) -> str | None:
+    if not filename:
+        return None
+    name = PurePath(filename.replace("\\", "/")).name
+    return json.dumps(name)[1:-1][:200] or None

@@ -1,0 +1,141 @@
+"""Blob storage for uploaded audio: local files by default, S3-compatible by config.
+
+Keys are built by voxwire from the session id and fixed names, never from
+user input (``<sid>/original.<ext>``, ``<sid>/audio.pcm``), so no upload name
+can escape the store.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Protocol
+
+from voxwire.core.config import Settings
+from voxwire.core.errors import NotFoundError, VoxwireError
+from voxwire_client.topics import validate_sid
+
+_NAME = re.compile(r"[a-z0-9_.]{1,32}")
+
+
+class BlobError(VoxwireError):
+    code = "blob_store"
+
+
+def blob_key(sid: str, name: str) -> str:
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"invalid blob name {name!r}")
+    return f"{validate_sid(sid)}/{name}"
+
+
+def _split(key: str) -> tuple[str, str]:
+    sid, _, name = key.partition("/")
+    return validate_sid(sid), blob_key(sid, name).partition("/")[2]
+
+
+class BlobStore(Protocol):
+    def key(self, sid: str, name: str) -> str: ...
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes:
+        """Raises NotFoundError for a missing blob."""
+        ...
+
+    def find(self, sid: str, prefix: str) -> str | None:
+        """The key of the first blob of ``sid`` whose name starts with ``prefix``."""
+        ...
+
+
+class LocalBlobStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def key(self, sid: str, name: str) -> str:
+        return blob_key(sid, name)
+
+    def _path(self, key: str) -> Path:
+        sid, name = _split(key)
+        return self.root / sid / name
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".part")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"no blob {key}") from None
+
+    def find(self, sid: str, prefix: str) -> str | None:
+        folder = self.root / validate_sid(sid)
+        if not folder.is_dir():
+            return None
+        for child in sorted(folder.iterdir()):
+            if child.name.startswith(prefix) and not child.name.endswith(".part"):
+                return f"{sid}/{child.name}"
+        return None
+
+
+class S3BlobStore:
+    """Any S3-compatible object store (AWS S3, MinIO, Ceph, ...), through boto3."""
+
+    def __init__(self, client: Any, bucket: str, prefix: str = "") -> None:
+        self._s3 = client
+        self._bucket = bucket
+        self._prefix = prefix
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> S3BlobStore:
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=settings.s3_endpoint_url or None,
+            region_name=settings.s3_region,
+            aws_access_key_id=settings.s3_access_key.get_secret_value() or None,
+            aws_secret_access_key=settings.s3_secret_key.get_secret_value() or None,
+        )
+        return cls(client, settings.s3_bucket, settings.namespace)
+
+    def key(self, sid: str, name: str) -> str:
+        return blob_key(sid, name)
+
+    def _object(self, key: str) -> str:
+        sid, name = _split(key)
+        return f"{self._prefix}/{sid}/{name}" if self._prefix else f"{sid}/{name}"
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            self._s3.put_object(Bucket=self._bucket, Key=self._object(key), Body=data)
+        except Exception as exc:  # botocore raises many kinds; all mean "not stored"
+            raise BlobError(
+                f"cannot store {key} in bucket {self._bucket}: {exc}",
+                hint="check the s3_* settings and that the bucket exists",
+            ) from exc
+
+    def get(self, key: str) -> bytes:
+        try:
+            response = self._s3.get_object(Bucket=self._bucket, Key=self._object(key))
+        except self._s3.exceptions.NoSuchKey:
+            raise NotFoundError(f"no blob {key}") from None
+        except Exception as exc:
+            raise BlobError(f"cannot read {key} from bucket {self._bucket}: {exc}") from exc
+        body: bytes = response["Body"].read()
+        return body
+
+    def find(self, sid: str, prefix: str) -> str | None:
+        folder = self._object(blob_key(sid, "x"))[:-1]
+        listing = self._s3.list_objects_v2(Bucket=self._bucket, Prefix=folder + prefix)
+        names = sorted(item["Key"][len(folder) :] for item in listing.get("Contents", []))
+        return f"{sid}/{names[0]}" if names else None
+
+
+def open_blob_store(settings: Settings) -> BlobStore:
+    if settings.blob_store == "s3":
+        return S3BlobStore.from_settings(settings)
+    return LocalBlobStore(settings.blob_dir)

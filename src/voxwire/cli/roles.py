@@ -1,0 +1,87 @@
+"""``voxwire gateway|worker|bridge``: the distributed mode's processes, and
+``voxwire kafka init``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+import typer
+
+from voxwire.cli.common import console, fail
+from voxwire.core.config import Settings, load_settings
+from voxwire.core.errors import VoxwireError
+
+Runner = Callable[[Settings], Coroutine[Any, Any, None]]
+
+kafka_app = typer.Typer(help="Kafka topics for distributed mode.", no_args_is_help=True)
+
+
+def _run(role: str, runner_name: str, **overrides: Any) -> None:
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = load_settings(mode="distributed", **overrides)
+        from voxwire.platform import distributed
+
+        runner: Runner = getattr(distributed, runner_name)
+        asyncio.run(_until_signal(runner(settings)))
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
+
+
+async def _until_signal(job: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(job)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def gateway(
+    http_port: Annotated[int | None, typer.Option(help="HTTP port [default 8000]")] = None,
+) -> None:
+    """Run the HTTP gateway against Kafka, PostgreSQL and Mosquitto."""
+    _run("gateway", "run_gateway", http_port=http_port)
+
+
+def worker(
+    workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
+    model: Annotated[str | None, typer.Option(help="model name or ggml path")] = None,
+) -> None:
+    """Run a transcription worker in the Kafka consumer group."""
+    _run("worker", "run_worker", workers=workers, model=model)
+
+
+def bridge() -> None:
+    """Run the MQTT <-> Kafka bridge (results to subscribers, client publishes to Kafka)."""
+    _run("bridge", "run_bridge")
+
+
+@kafka_app.command("init")
+def kafka_init(
+    bootstrap: Annotated[str | None, typer.Option(help="Kafka bootstrap servers")] = None,
+) -> None:
+    """Create voxwire's Kafka topics (existing ones are left as they are)."""
+    from voxwire.bus.topics import DEFAULT_TOPICS
+    from voxwire.bus.topics import kafka_init as init
+
+    settings = load_settings(mode="distributed")
+    try:
+        created = init(
+            bootstrap or settings.kafka_bootstrap,
+            DEFAULT_TOPICS,
+            namespace=settings.namespace or None,
+        )
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
+    for name in created:
+        console.print(f"created {name}")
+    if not created:
+        console.print("all topics exist")

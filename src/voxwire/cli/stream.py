@@ -1,0 +1,88 @@
+"""``voxwire stream``: play a file over MQTT in real time, as a device would."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from voxwire.cli.common import console, fail
+from voxwire.core.audio import decode, float32_to_pcm16le
+from voxwire.core.errors import VoxwireError
+from voxwire_client import AsyncClient, ClientError, StreamRequest, Transcript, pcm_chunks
+from voxwire_client.api import PromptSpec
+from voxwire_client.messages import MatchMessage, Message, ProgressMessage, SegmentMessage
+
+
+def stream(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="audio file to play as a live stream", exists=True, dir_okay=False, readable=True
+        ),
+    ],
+    prompt: Annotated[
+        list[str] | None, typer.Option("--prompt", "-p", help="a phrase to listen for (repeatable)")
+    ] = None,
+    speed: Annotated[float, typer.Option(help="play faster than real time (e.g. 4)")] = 1.0,
+    min_silence_ms: Annotated[int, typer.Option(help="silence that ends a segment")] = 600,
+    url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
+    mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
+) -> None:
+    """Stream FILE as PCM16LE 16 kHz chunks over MQTT; print partials (…) and finals live."""
+    if speed <= 0:
+        fail("--speed must be positive", hint="1 is real time, 4 is four times faster")
+    try:
+        samples = decode(file.read_bytes()).samples
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
+    pcm = float32_to_pcm16le(samples)
+    request = StreamRequest(
+        prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
+        min_silence_ms=min_silence_ms,
+    )
+    try:
+        result = asyncio.run(_run(pcm, request, speed, url, api_key, mqtt_url))
+    except ClientError as exc:
+        fail(exc.message, exc.hint)
+    console.rule("transcript")
+    console.print(result.text)
+
+
+async def _run(
+    pcm: bytes,
+    request: StreamRequest,
+    speed: float,
+    url: str | None,
+    api_key: str | None,
+    mqtt_url: str | None,
+) -> Transcript:
+    status = console.status("listening…")
+
+    def on_event(message: Message) -> None:
+        if isinstance(message, SegmentMessage):
+            text = escape(message.segment.text)
+            if message.type == "partial":
+                status.update(f"[dim]{text} …[/]")
+            else:
+                latency = message.latency
+                took = (
+                    f" [dim]({latency.vad_ms + latency.queue_ms + latency.transcribe_ms} ms)[/]"
+                    if latency
+                    else ""
+                )
+                console.print(f"[cyan]{message.segment.start_ms / 1000:7.2f}s[/] {text}{took}")
+                status.update("listening…")
+        elif isinstance(message, ProgressMessage) and message.speech is not None:
+            lag = f" · lag {message.lag_ms} ms" if message.lag_ms else ""
+            status.update(("speaking…" if message.speech else "listening…") + lag)
+        elif isinstance(message, MatchMessage):
+            console.print(f"[magenta]match[/] {message.prompt!r} at {message.start_ms / 1000:.2f}s")
+
+    async with AsyncClient(url, api_key, mqtt_url) as client:
+        with status:
+            return await client.stream(pcm_chunks(pcm), request, speed=speed, on_event=on_event)

@@ -1,0 +1,151 @@
+"""``voxwire up``: run the whole platform embedded, in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.panel import Panel
+
+from voxwire.cli.common import console, fail
+from voxwire.cli.models import install_with_progress
+from voxwire.core.config import Settings, load_settings
+from voxwire.core.errors import VoxwireError
+from voxwire.models import registry
+from voxwire_client.config import ClientConfig, config_path, load_config, save_config
+
+
+def up(
+    http_port: Annotated[int | None, typer.Option(help="HTTP gateway port [default 8000]")] = None,
+    mqtt_port: Annotated[int | None, typer.Option(help="MQTT TCP port [default 1883]")] = None,
+    ws_port: Annotated[
+        int | None, typer.Option(help="MQTT over WebSocket port [default 8083]")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="address to listen on [default 127.0.0.1]")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="model name (tiny.en, tiny.en-q8_0, tiny.en-q5_0) or path to a ggml Whisper file"
+        ),
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="where sessions and audio are kept")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log more")] = False,
+    distributed: Annotated[
+        bool,
+        typer.Option(
+            "--distributed", help="run gateway, worker and bridge against `make services`"
+        ),
+    ] = False,
+) -> None:
+    """Start voxwire embedded: MQTT broker, job bus, workers, SQLite store and HTTP gateway."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    overrides: dict[str, object] = {
+        "http_port": http_port,
+        "mqtt_port": mqtt_port,
+        "ws_port": ws_port,
+        "host": host,
+        "model": model,
+        "workers": workers,
+        "data_dir": data_dir,
+    }
+    try:
+        settings = load_settings(None, **overrides)
+        # whisper.cpp's ggml file is built on first use; faster-whisper reads the shipped folder
+        model_path = _model(settings.model) if settings.engine == "whispercpp" else None
+        if distributed:
+            from voxwire.cli.up_distributed import serve_distributed
+
+            given = {name: str(value) for name, value in overrides.items() if value is not None}
+            serve_distributed(settings.model_copy(update={"mode": "distributed"}), given)
+            return
+        asyncio.run(_serve(settings, model_path))
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
+
+
+def _model(name: str) -> Path:
+    if Path(name).exists() or name not in registry.KNOWN_MODELS:
+        return registry.resolve(name)
+    return install_with_progress(name)
+
+
+async def _serve(settings: Settings, model_path: Path | None) -> None:
+    from voxwire.platform.embedded import EmbeddedPlatform  # the heavy imports, only when serving
+
+    platform = EmbeddedPlatform(settings, model_path=model_path)
+    bootstrap = await platform.ensure_key()
+    with console.status("starting voxwire…"):
+        await platform.start()
+    settings = platform.settings
+    host = settings.advertised_host
+    client = ClientConfig(
+        url=f"http://{host}:{settings.http_port}",
+        mqtt_url=f"mqtt://{host}:{settings.mqtt_port}",
+        ws_url=f"ws://{host}:{settings.ws_port}/mqtt",
+        api_key=_client_key(bootstrap.key.plaintext if bootstrap.key else None),
+    )
+    if client.api_key and await platform.store.verify_api_key(client.api_key) is None:
+        client = ClientConfig(client.url, None, client.mqtt_url, client.ws_url)
+    path = save_config(client)
+    _banner(settings, client, path, new_key=bootstrap.key.plaintext if bootstrap.key else None)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    waiter = asyncio.create_task(platform.wait())
+    stopper = asyncio.create_task(stopping.wait())
+    await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
+    console.print("stopping voxwire…")
+    await platform.stop()
+    if waiter.done() and not waiter.cancelled():
+        waiter.result()
+    else:
+        waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
+
+
+def _client_key(new_key: str | None) -> str | None:
+    """The key to leave in the client config: a new one, else the one already there."""
+    return new_key or load_config(config_path()).api_key
+
+
+def _banner(settings: Settings, client: ClientConfig, path: Path, *, new_key: str | None) -> None:
+    lines = [
+        f"[bold]web app[/]         {client.url}/app/   (sign in with the API key)",
+        f"[bold]HTTP[/]            {client.url}   (API docs: {client.url}/docs)",
+        f"[bold]MQTT[/]            {client.mqtt_url}",
+        f"[bold]MQTT/WebSocket[/]  {client.ws_url}",
+        f"[bold]model[/]           {settings.model} · {settings.workers} engine instance(s)",
+        f"[bold]data[/]            {settings.data_dir}",
+    ]
+    if new_key:
+        lines += ["", "[bold green]API key[/] (shown once, stored hashed):", new_key]
+    elif client.api_key:
+        lines += ["", f"[bold]API key[/]         in {path}"]
+    else:
+        lines += [
+            "",
+            "[yellow]no API key in the client config:[/] create one with "
+            "`voxwire keys create` and set VOXWIRE_API_KEY",
+        ]
+    lines += [
+        f"[dim]client config written to {path} (the CLI and SDK read it)[/]",
+        "",
+        "try: .venv/bin/voxwire transcribe ../shared/eval/audio/whisper_jfk.flac "
+        '--prompt "ask not"',
+        "MQTT: subscribe to transcription/<sid>/+ as user <key id> (the part after vxk_),",
+        "      password <key>; stream with `voxwire stream FILE`",
+    ]
+    console.print(Panel("\n".join(lines), title="voxwire is running", subtitle="Ctrl-C to stop"))

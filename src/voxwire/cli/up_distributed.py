@@ -1,0 +1,59 @@
+"""``voxwire up --distributed``: gateway, worker and bridge as child processes
+against the servers of ``make services``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from voxwire.cli.common import console
+from voxwire.core.config import Settings
+from voxwire_client.config import ClientConfig, save_config
+
+ROLES = ("bridge", "worker", "gateway")
+
+
+def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
+    """Run the roles until one exits or Ctrl-C; ``overrides`` (setting name -> value,
+    from the command line) reach them as ``VOXWIRE_*`` variables."""
+    from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
+    from voxwire.platform import distributed
+
+    kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=settings.namespace or None)
+    _, key = asyncio.run(distributed.create_key(settings, "default", "created by voxwire up"))
+    client = ClientConfig(
+        url=f"http://{settings.advertised_host}:{settings.http_port}",
+        api_key=key.plaintext,
+        mqtt_url=settings.mqtt_url,
+        ws_url=settings.ws_url,
+    )
+    path = save_config(client)
+    env = os.environ | {f"VOXWIRE_{name.upper()}": value for name, value in overrides.items()}
+    children = [
+        subprocess.Popen([sys.executable, "-m", "voxwire.cli", role], env=env)  # noqa: S603
+        for role in ROLES
+    ]
+    console.print(
+        f"voxwire (distributed): HTTP {client.url} · MQTT {client.mqtt_url} · "
+        f"WebSocket {client.ws_url}\nAPI key (shown once): {key.plaintext}\n"
+        f"client config: {path}\nCtrl-C to stop"
+    )
+    stopping = threading.Event()  # SIGTERM (kill, systemd, docker stop) stops as Ctrl-C does
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    try:
+        while not stopping.is_set() and all(child.poll() is None for child in children):
+            stopping.wait(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(20)
+            except subprocess.TimeoutExpired:
+                child.kill()

@@ -1,0 +1,137 @@
+"""The voxwire exception tree.
+
+Every error raised by voxwire code derives from :class:`VoxwireError`. Library
+errors (PyAV, whisper.cpp, paho, SQLite, ...) are translated where they enter
+and carry the session id when there is one::
+
+    VoxwireError
+    ├── ConfigError              bad or missing configuration
+    ├── ModelError               a model file is missing, corrupt or cannot load
+    │   └── ModelConversionError the CTranslate2 -> ggml conversion failed
+    ├── AudioError               the audio cannot be used (reaches the client)
+    │   ├── EmptyAudioError
+    │   ├── UnsupportedAudioError  not audio, or a format we cannot decode
+    │   ├── TruncatedAudioError
+    │   └── AudioTooLongError
+    ├── EngineError              transcription failed inside an engine
+    ├── AuthError                missing or invalid credentials
+    ├── RateLimitedError         too many requests from one caller (voxwire.core.ratelimit)
+    │   └── TokenError           a session token not ours, tampered with or expired
+    ├── NotFoundError            a session, key or model that does not exist
+    ├── ConflictError            a request the session's state does not allow now
+    ├── SearchIndexError         the search index failed (voxwire.search)
+    ├── SearchQueryError         a query with nothing to search (voxwire.search.query)
+    ├── BusError                 the job bus failed (Kafka, in-process)
+    │   └── RecordError          a bus record that is not what its topic carries
+    ├── CheckpointError          a stream checkpoint store failed (voxwire.workers)
+    └── MqttError                the MQTT broker or connection failed (carries the topic)
+
+Session ids are checked by :mod:`voxwire_client.topics`, which raises
+``voxwire_client.InvalidSessionIdError`` (a ValueError) for unsafe ones.
+
+Each error has a stable ``code`` (sent to clients in error messages) and an
+optional ``hint`` telling the user what to do next.
+"""
+
+from __future__ import annotations
+
+
+class VoxwireError(Exception):
+    """Base of every voxwire error."""
+
+    code = "internal"
+
+    def __init__(self, message: str, *, hint: str | None = None, sid: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.sid = sid
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.sid:
+            text = f"[{self.sid}] {text}"
+        if self.hint:
+            text = f"{text} ({self.hint})"
+        return text
+
+
+class ConfigError(VoxwireError):
+    code = "config"
+
+
+class ModelError(VoxwireError):
+    code = "model"
+
+
+class ModelConversionError(ModelError):
+    code = "model_conversion"
+
+
+class AudioError(VoxwireError):
+    code = "audio"
+
+
+class EmptyAudioError(AudioError):
+    code = "audio_empty"
+
+
+class UnsupportedAudioError(AudioError):
+    code = "audio_unsupported"
+
+
+class TruncatedAudioError(AudioError):
+    code = "audio_truncated"
+
+
+class AudioTooLongError(AudioError):
+    code = "audio_too_long"
+
+
+class EngineError(VoxwireError):
+    code = "engine"
+
+
+class AuthError(VoxwireError):
+    code = "unauthorized"
+
+
+class NotFoundError(VoxwireError):
+    code = "not_found"
+
+
+class ConflictError(VoxwireError):
+    """A request the session's state does not allow (e.g. changing an ended stream)."""
+
+    code = "conflict"
+
+
+class BusError(VoxwireError):
+    code = "bus"
+
+
+class RecordError(BusError):
+    """A bus record that is not what its topic carries (a bug, or a foreign writer)."""
+
+    code = "bus_record"
+
+
+class MqttError(VoxwireError):
+    """An MQTT connection, publish or broker failure; ``topic`` names the topic involved."""
+
+    code = "mqtt"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str | None = None,
+        hint: str | None = None,
+        sid: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, sid=sid)
+        self.topic = topic
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text} [topic {self.topic}]" if self.topic else text

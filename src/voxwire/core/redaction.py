@@ -1,0 +1,256 @@
+"""Personal data out of transcripts: found, then masked or replaced by its type.
+
+Redaction runs in the worker on every final and partial before it is sent, so
+nothing downstream (delivery, the store, the search index, matches, the
+transcript) ever holds the original words. A session chooses a
+:class:`~voxwire_client.api.RedactMode`: ``off``, ``mask`` (letters and digits
+become ``*``, the shape stays) or ``entity`` (the span becomes
+``[CREDIT_CARD]``, ``[EMAIL_ADDRESS]``, ...).
+
+What is found, by presidio-analyzer's pattern recognizers with their own
+checks (no NLP model is needed or loaded):
+
+==================  ==========================================================
+CREDIT_CARD         13-19 digits passing the Luhn check
+US_SSN              ``ddd-dd-dddd`` and 9 digits, without presidio's known-invalid
+                    numbers; bare 9 digits only after words such as "social security"
+PHONE_NUMBER        numbers ``phonenumbers`` accepts for US, GB, DE, FR, IL, IN,
+                    CA, BR
+EMAIL_ADDRESS       addresses with a known top-level domain (offline suffix list)
+IBAN_CODE           IBANs passing the mod-97 check
+STREET_ADDRESS      a house number, one to three words and a street type
+                    ("1234 Main Street", "twelve Elm Ave"); the one pattern of ours
+==================  ==========================================================
+
+Speech recognition writes what was said: "four one one one ..." or "jane dot
+doe at example dot com". Each text is therefore also read in a *spoken view*:
+numbers said in words become digits, digits said one after another join into
+one number, and "dot"/"at" between words become "." and "@". What the
+recognizers find there is mapped back to the words it came from.
+
+A partial is an unfinished final: a card number half said is not yet a valid
+card number. Partials are therefore redacted more broadly: also every number
+of two digits or more (written or spoken) and a digit at the end, every beginning of an email
+address ("jane dot doe at ...") and a word followed by a trailing "dot" or
+"at". So a partial never shows a digit the final will redact. Words before
+the words that make them personal can show in a partial: the "jane" of
+"jane dot doe at example dot com" until "dot" is said, and the street name of
+an address until its street type is said.
+
+Counts per entity type are kept (``voxwire_redactions_total`` in
+:mod:`voxwire.core.metrics`); the original text is never logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from voxwire.core.matching import normalize
+from voxwire.core.metrics import REDACTIONS
+from voxwire_client.api import RedactMode
+
+MIN_SCORE = 0.4
+CONTEXT_BOOST = 0.35  # presidio's default context similarity factor
+CONTEXT_WORDS_BEFORE = 6
+
+_STREET_TYPES = (
+    "street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|place|pl|"
+    "terrace|parkway|highway|square"
+)
+_NOT_A_STREET_NAME = (
+    "the|a|an|of|to|in|on|up|down|along|across|this|that|my|our|your|"
+    "miles?|blocks?|feet|meters?|metres?|minutes?|houses?|doors?|times?"
+)
+_STREET = (
+    rf"\b\d{{1,6}}\s+(?:(?!(?:{_NOT_A_STREET_NAME})\b)[A-Za-z]+\s+){{1,3}}"
+    rf"(?:{_STREET_TYPES})\b"
+)
+_PARTIAL = (
+    re.compile(r"\d{2,}|\d$"),  # numbers of two digits or more, and one at the end
+    re.compile(r"\w+[.@]\w[\w.@]*"),  # the beginnings of email addresses
+    re.compile(r"\w+ (?:dot|at)$", re.IGNORECASE),  # an address being spelled out
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Personal data at ``[start, end)`` of the original text."""
+
+    entity: str
+    start: int
+    end: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    text: str
+    start: int  # the original characters it stands for
+    end: int
+
+
+class Redactor:
+    """Finds and redacts personal data; build once (loading the recognizers
+    takes about a second) and share: it keeps no state between calls."""
+
+    def __init__(self, min_score: float = MIN_SCORE) -> None:
+        self._recognizers = _recognizers()
+        self._min_score = min_score
+
+    def find(self, text: str, *, partial: bool = False) -> list[Finding]:
+        """What is personal in ``text``, spans merged where they overlap."""
+        found = self._analyze(text, None)
+        pieces = _spoken_view(text)
+        view = "".join(p.text for p in pieces)
+        if view != text:
+            found += self._analyze(view, pieces)
+        if partial:
+            found += [
+                _back(pieces, m.start(), m.end(), "PARTIAL", 1.0)
+                for pattern in _PARTIAL
+                for m in pattern.finditer(view)
+            ]
+        return _merge(found)
+
+    def redact(self, text: str, mode: RedactMode, *, partial: bool = False) -> str:
+        """``text`` with what :meth:`find` finds masked or replaced (``mode``);
+        counts what a final had redacted (:data:`voxwire.core.metrics.REDACTIONS`)."""
+        if mode is RedactMode.OFF or not text:
+            return text
+        findings = self.find(text, partial=partial)
+        out, pos = [], 0
+        for f in findings:
+            out.append(text[pos : f.start])
+            span = text[f.start : f.end]
+            if mode is RedactMode.MASK:
+                out.append(re.sub(r"\w", "*", span))
+            else:
+                out.append(f"[{f.entity if f.entity != 'PARTIAL' else 'REDACTED'}]")
+            pos = f.end
+            if not partial:
+                REDACTIONS.labels(f.entity).inc()
+        out.append(text[pos:])
+        return "".join(out)
+
+    def _analyze(self, view: str, pieces: Sequence[_Piece] | None) -> list[Finding]:
+        """Findings in ``view``, mapped back through ``pieces`` (None: ``view``
+        is the original text)."""
+        found = []
+        words = [(m.start(), m.group().lower()) for m in re.finditer(r"[A-Za-z]+", view)]
+        for recognizer in self._recognizers:
+            for result in recognizer.analyze(view, recognizer.supported_entities, None):
+                score = float(result.score)
+                if score < self._min_score and _in_context(recognizer, words, result.start):
+                    score = min(1.0, max(score + CONTEXT_BOOST, self._min_score))
+                if score < self._min_score:
+                    continue
+                entity = result.entity_type
+                if pieces is None:
+                    found.append(Finding(entity, result.start, result.end, score))
+                else:
+                    found.append(_back(pieces, result.start, result.end, entity, score))
+        return found
+
+
+@functools.cache
+def redactor() -> Redactor:
+    """The process's redactor, built on first use."""
+    return Redactor()
+
+
+def _in_context(recognizer: Any, words: list[tuple[int, str]], start: int) -> bool:
+    """Whether one of the recognizer's context words is among the words just before."""
+    context = {w.lower() for w in (recognizer.context or ())}
+    before = [w for pos, w in words if pos < start][-CONTEXT_WORDS_BEFORE:]
+    return any(w in context for w in before)
+
+
+def _spoken_view(text: str) -> list[_Piece]:
+    """``text`` as it would be written: numbers as digits, consecutive digits
+    joined, "dot" and "at" between words as "." and "@"; each piece keeps the
+    original characters it stands for."""
+    tokens = normalize(text)
+    pieces: list[_Piece] = []
+    before = ""
+    for n, token in enumerate(tokens):
+        word = token.text
+        following = tokens[n + 1].text if n + 1 < len(tokens) else ""
+        if before and word in ("dot", "at") and following.isalpha():
+            written = "." if word == "dot" else "@"
+        elif word.isdigit():
+            written = word
+        else:
+            written = text[token.start : token.end]
+        glued = written in (".", "@") or before in (".", "@")
+        if before and not glued and not (written.isdigit() and before.isdigit()):
+            pieces.append(_Piece(" ", token.start, token.start))
+        pieces.append(_Piece(written, token.start, token.end))
+        before = written
+    return pieces
+
+
+def _back(pieces: Sequence[_Piece], start: int, end: int, entity: str, score: float) -> Finding:
+    """The original span of view characters ``[start, end)``."""
+    first = last = None
+    pos = 0
+    for piece in pieces:
+        if pos < end and pos + len(piece.text) > start and piece.text.strip():
+            first = piece if first is None else first
+            last = piece
+        pos += len(piece.text)
+    assert first is not None and last is not None
+    return Finding(entity, first.start, last.end, score)
+
+
+def _merge(found: list[Finding]) -> list[Finding]:
+    merged: list[Finding] = []
+    for f in sorted(found, key=lambda f: (f.start, -f.end)):
+        if merged and f.start < merged[-1].end:
+            last = merged[-1]
+            best = last if last.score >= f.score else f
+            merged[-1] = Finding(best.entity, last.start, max(last.end, f.end), best.score)
+        else:
+            merged.append(f)
+    return merged
+
+
+@functools.cache
+def _recognizers() -> tuple[Any, ...]:
+    # Imported here: presidio takes about a second to import, and only
+    # workers of sessions that redact need it.
+    import tldextract
+    from presidio_analyzer import Pattern, PatternRecognizer
+    from presidio_analyzer.predefined_recognizers import (
+        CreditCardRecognizer,
+        EmailRecognizer,
+        IbanRecognizer,
+        PhoneRecognizer,
+        UsSsnRecognizer,
+    )
+
+    offline = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+    class OfflineEmailRecognizer(EmailRecognizer):
+        """presidio's, with the suffix list shipped in tldextract: no download."""
+
+        def validate_result(self, pattern_text: str) -> bool:
+            return bool(offline(pattern_text.split("@")[-1]).suffix)
+
+    street = PatternRecognizer(
+        supported_entity="STREET_ADDRESS",
+        patterns=[Pattern("street address", _STREET, 0.6)],
+        context=["live", "lives", "address", "at"],
+        global_regex_flags=re.IGNORECASE,
+    )
+    return (
+        CreditCardRecognizer(),
+        UsSsnRecognizer(),
+        PhoneRecognizer(),
+        OfflineEmailRecognizer(),
+        IbanRecognizer(),
+        street,
+    )

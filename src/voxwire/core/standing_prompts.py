@@ -1,0 +1,215 @@
+"""Standing prompts of one session: matched on every committed final, across
+segment boundaries, each occurrence reported once.
+
+Pure code, no I/O, no clock::
+
+    prompts = StandingPrompts([Prompt(id="p1", text="ask not what")])
+    for final in finals:                      # in commit order
+        for hit in prompts.on_final(final.id, final.text, final.start_ms, final.end_ms):
+            ...                               # publish a match message
+
+Each final is matched together with the finals just before it (``window``
+finals in all), so a phrase split by the endpointer ("ask not" | "what your
+country") is still found when its last word commits. A match must include a
+word of the newest final (what lay wholly in earlier finals was reported
+then) and must not overlap an earlier match of the same prompt, so every
+occurrence is reported once, as soon as its last word is committed. Windows
+compete before that filter, so the exact phrase in an earlier final beats a
+fuzzy window that stretches it by a word into the newest one. Words are
+normalised over the joined text of the window (:func:`voxwire.core.matching.normalize`),
+so a number spoken across a boundary ("twenty" | "five") is one number.
+
+Prompts can be added and removed while the session runs; a new prompt
+matches from the next final on (with the window before it, so a phrase that
+ends in the next final is found).
+
+The state is a function of the finals and prompt changes given so far, so a
+session resumed elsewhere rebuilds it by replaying them (:meth:`replay`).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from voxwire.core.matching import (
+    CompiledPrompt,
+    Match,
+    Prompt,
+    Token,
+    candidates,
+    normalize,
+    select,
+)
+from voxwire_client.api import PromptSpec
+
+DEFAULT_WINDOW = 3
+"""Finals matched together: the newest and the two before it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Final:
+    segment_id: str
+    text: str
+    start_ms: int
+    end_ms: int
+
+
+def prompt_of(spec: PromptSpec | Prompt) -> Prompt:
+    """The matcher's prompt for a prompt as the API carries it."""
+    if isinstance(spec, Prompt):
+        return spec
+    return Prompt(spec.id, spec.text, fuzzy=spec.fuzzy, slop=spec.slop, within=spec.within)
+
+
+def spec_of(prompt: Prompt) -> PromptSpec:
+    """The API's form of a prompt (to store it, e.g. in a stream checkpoint)."""
+    return PromptSpec(
+        id=prompt.id, text=prompt.text, fuzzy=prompt.fuzzy, slop=prompt.slop, within=prompt.within
+    )
+
+
+MAX_PROMPTS = 100
+"""Standing prompts one live session may have at once."""
+
+
+class StandingPrompts:
+    """The prompts of one session and what they matched (see the module doc)."""
+
+    def __init__(self, prompts: Sequence[Prompt] = (), *, window: int = DEFAULT_WINDOW) -> None:
+        if window < 1:
+            raise ValueError(f"window must be at least 1 final, got {window}")
+        self._prompts: dict[str, CompiledPrompt] = {}
+        self._recent: deque[_Final] = deque(maxlen=window)
+        # per prompt: (segment id, character offset) of every word it matched
+        self._taken: dict[str, set[tuple[str, int]]] = {}
+        for prompt in prompts:
+            self.add(prompt)
+
+    @property
+    def prompts(self) -> list[Prompt]:
+        return [c.prompt for c in self._prompts.values()]
+
+    def add(self, prompt: Prompt) -> None:
+        """Listen for ``prompt`` from the next final on; raise ValueError for a
+        duplicate id or a prompt without words."""
+        if prompt.id in self._prompts:
+            raise ValueError(f"duplicate prompt id {prompt.id!r}")
+        self._prompts[prompt.id] = CompiledPrompt.of(prompt)
+        self._taken[prompt.id] = set()
+
+    def change(self, add: Sequence[Prompt], remove: Sequence[str], *, limit: int) -> None:
+        """Remove, then add, all or nothing: raise ValueError (duplicate id, a
+        prompt without words, more than ``limit`` prompts) and change nothing."""
+        ids = [p for p in self._prompts if p not in remove] + [p.id for p in add]
+        if len(ids) != len(set(ids)):
+            raise ValueError("prompt ids must be unique")
+        if len(ids) > limit:
+            raise ValueError(f"at most {limit} prompts per session, this would make {len(ids)}")
+        for prompt in add:
+            CompiledPrompt.of(prompt)  # raises for a prompt without words
+        for prompt_id in remove:
+            self.remove(prompt_id)
+        for prompt in add:
+            self.add(prompt)
+
+    def remove(self, prompt_id: str) -> bool:
+        """Stop listening for a prompt; False when there was none with this id."""
+        self._taken.pop(prompt_id, None)
+        return self._prompts.pop(prompt_id, None) is not None
+
+    def on_final(self, segment_id: str, text: str, start_ms: int, end_ms: int) -> list[Match]:
+        """The prompts heard once this final is committed, by prompt then position."""
+        self._recent.append(_Final(segment_id, text, start_ms, end_ms))
+        finals = list(self._recent)
+        joined, offsets = _join(finals)
+        tokens = normalize(joined)
+        if not tokens or not self._prompts:
+            return []
+        newest = offsets[-1]
+        words = [t.text for t in tokens]
+        keys = [_key(finals, offsets, t.start) for t in tokens]
+        live = {f.segment_id for f in finals}
+        matches: list[Match] = []
+        for prompt_id, compiled in self._prompts.items():
+            taken = {k for k in self._taken[prompt_id] if k[0] in live}  # forget old finals
+            self._taken[prompt_id] = taken
+            blocked = {i for i, key in enumerate(keys) if key in taken}
+            for score, i, j in select(candidates(compiled, words), blocked):
+                if tokens[j - 1].end <= newest:
+                    continue  # wholly in earlier finals: reported then, or not wanted then
+                taken.update(keys[i:j])
+                matches.append(_match(compiled.prompt, score, tokens[i:j], finals, offsets, joined))
+        return matches
+
+    def replay(self, finals: Iterable[tuple[str, str, int, int]]) -> None:
+        """Rebuild the state after these finals (segment id, text, start, end) were
+        committed and their matches published: nothing is returned."""
+        for final in finals:
+            self.on_final(*final)
+
+
+def _join(finals: Sequence[_Final]) -> tuple[str, list[int]]:
+    """The finals' texts joined by spaces, and where each one starts in it."""
+    offsets, pos = [], 0
+    for final in finals:
+        offsets.append(pos)
+        pos += len(final.text) + 1
+    return " ".join(f.text for f in finals), offsets
+
+
+def _owner(offsets: Sequence[int], pos: int) -> int:
+    """The index of the final that the joined text's character ``pos`` belongs to."""
+    index = 0
+    for i, start in enumerate(offsets):
+        if start <= pos:
+            index = i
+    return index
+
+
+def _key(finals: Sequence[_Final], offsets: Sequence[int], pos: int) -> tuple[str, int]:
+    owner = _owner(offsets, pos)
+    return finals[owner].segment_id, pos - offsets[owner]
+
+
+def _ms(final: _Final, pos: int) -> int:
+    """A character position of a final's text, mapped proportionally onto its time span."""
+    text = final.text
+    lo, hi = len(text) - len(text.lstrip()), len(text.rstrip())
+    chars = max(1, hi - lo)
+    share = min(max(pos - lo, 0), chars) / chars
+    return final.start_ms + round(max(0, final.end_ms - final.start_ms) * share)
+
+
+def _match(
+    prompt: Prompt,
+    score: float,
+    span: Sequence[Token],
+    finals: Sequence[_Final],
+    offsets: Sequence[int],
+    joined: str,
+) -> Match:
+    first, last = span[0].start, span[-1].end
+    a, b = _owner(offsets, first), _owner(offsets, last - 1)
+    context_start = offsets[a]
+    context_end = offsets[b] + len(finals[b].text)
+    return Match(
+        prompt_id=prompt.id,
+        prompt=prompt.text,
+        score=score,
+        start_ms=_ms(finals[a], first - offsets[a]),
+        end_ms=_ms(finals[b], last - offsets[b]),
+        text=joined[first:last],
+        highlight=(
+            _escape(joined[context_start:first])
+            + f"<em>{_escape(joined[first:last])}</em>"
+            + _escape(joined[last:context_end])
+        ),
+        segment_ids=tuple(f.segment_id for f in finals[a : b + 1]),
+    )
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)

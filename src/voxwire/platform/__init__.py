@@ -1,0 +1,1 @@
+"""The composition root: wires adapters and services into a running platform."""

@@ -1,0 +1,314 @@
+"""SQLite store for embedded mode (WAL, one connection guarded by a lock).
+
+Calls are short and local, so they run on the event loop thread; the async
+signatures match the PostgreSQL store of distributed mode.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from voxwire.access import keys as auth
+from voxwire.access.keys import NewKey
+from voxwire.store.base import ApiKeyInfo, SessionRecord, Tenant
+from voxwire_client.api import MatchData, PromptSpec
+from voxwire_client.messages import (
+    MESSAGE_ADAPTER,
+    ErrorMessage,
+    MatchMessage,
+    Message,
+    ProgressMessage,
+    SegmentData,
+    SegmentMessage,
+    SessionStatus,
+    TranscriptMessage,
+    encode_message,
+)
+
+_PROMPTS = TypeAdapter(tuple[PromptSpec, ...])
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenants (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    digest TEXT NOT NULL, label TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT);
+CREATE TABLE IF NOT EXISTS sessions (
+    sid TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    status TEXT NOT NULL, created_at TEXT NOT NULL, filename TEXT,
+    duration_ms INTEGER NOT NULL DEFAULT 0, percent REAL NOT NULL DEFAULT 0,
+    last_seq INTEGER NOT NULL DEFAULT 0, prompts TEXT NOT NULL DEFAULT '[]',
+    language TEXT, text TEXT NOT NULL DEFAULT '', error_code TEXT, error_message TEXT);
+CREATE INDEX IF NOT EXISTS sessions_tenant ON sessions(tenant_id, created_at);
+CREATE TABLE IF NOT EXISTS messages (
+    sid TEXT NOT NULL, seq INTEGER NOT NULL, payload TEXT NOT NULL,
+    PRIMARY KEY (sid, seq));
+CREATE TABLE IF NOT EXISTS segments (
+    sid TEXT NOT NULL, idx INTEGER NOT NULL, payload TEXT NOT NULL,
+    PRIMARY KEY (sid, idx));
+CREATE TABLE IF NOT EXISTS matches (
+    sid TEXT NOT NULL, seq INTEGER NOT NULL, payload TEXT NOT NULL,
+    PRIMARY KEY (sid, seq));
+"""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+class SqliteStore:
+    def __init__(self, path: Path | str) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(SCHEMA)
+
+    def _one(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+            return row
+
+    def _all(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _run(self, sql: str, args: tuple[object, ...] = ()) -> int:
+        with self._lock:
+            return self._db.execute(sql, args).rowcount
+
+    # -- tenants and keys ---------------------------------------------------
+
+    async def create_tenant(self, name: str) -> Tenant:
+        tenant = Tenant(id="t_" + secrets.token_hex(6), name=name, created_at=datetime.now(UTC))
+        self._run(
+            "INSERT INTO tenants VALUES (?, ?, ?)",
+            (tenant.id, tenant.name, tenant.created_at.isoformat()),
+        )
+        return tenant
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None:
+        row = self._one("SELECT * FROM tenants WHERE id = ?", (tenant_id,))
+        return _tenant(row) if row else None
+
+    async def add_api_key(self, tenant_id: str, key: NewKey, label: str) -> ApiKeyInfo:
+        created = _now()
+        self._run(
+            "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, NULL)",
+            (key.key_id, tenant_id, key.digest, label, created),
+        )
+        return ApiKeyInfo(key.key_id, tenant_id, label, datetime.fromisoformat(created), None)
+
+    async def list_api_keys(self) -> list[ApiKeyInfo]:
+        rows = self._all("SELECT * FROM api_keys ORDER BY created_at")
+        return [
+            ApiKeyInfo(
+                r["id"],
+                r["tenant_id"],
+                r["label"],
+                datetime.fromisoformat(r["created_at"]),
+                _time(r["revoked_at"]),
+            )
+            for r in rows
+        ]
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        changed = self._run(
+            "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+            (_now(), key_id),
+        )
+        return changed > 0
+
+    async def verify_api_key(self, plaintext: str) -> Tenant | None:
+        return self.tenant_for_key(plaintext)
+
+    async def tenant_by_name(self, name: str) -> Tenant | None:
+        row = self._one("SELECT * FROM tenants WHERE name = ? ORDER BY created_at", (name,))
+        return _tenant(row) if row else None
+
+    # Synchronous lookups for the embedded broker's access checks.
+
+    def session_owner(self, sid: str) -> str | None:
+        row = self._one("SELECT tenant_id FROM sessions WHERE sid = ?", (sid,))
+        return str(row["tenant_id"]) if row else None
+
+    async def key_tenant(self, key_id: str) -> str | None:
+        row = self._one(
+            "SELECT tenant_id FROM api_keys WHERE id = ? AND revoked_at IS NULL", (key_id,)
+        )
+        return str(row["tenant_id"]) if row else None
+
+    def tenant_id_for_key(self, plaintext: str) -> str | None:
+        tenant = self.tenant_for_key(plaintext)
+        return tenant.id if tenant else None
+
+    def tenant_for_key(self, plaintext: str) -> Tenant | None:
+        key_id = auth.key_id_of(plaintext)
+        if key_id is None:
+            return None
+        row = self._one(
+            "SELECT t.*, k.digest FROM api_keys k JOIN tenants t ON t.id = k.tenant_id "
+            "WHERE k.id = ? AND k.revoked_at IS NULL",
+            (key_id,),
+        )
+        if row is None or not auth.matches(plaintext, row["digest"]):
+            return None
+        return _tenant(row)
+
+    # -- sessions -----------------------------------------------------------
+
+    async def create_session(self, session: SessionRecord) -> None:
+        self._run(
+            "INSERT INTO sessions (sid, tenant_id, status, created_at, filename, duration_ms, "
+            "prompts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                session.sid,
+                session.tenant_id,
+                session.status.value,
+                session.created_at.isoformat(),
+                session.filename,
+                session.duration_ms,
+                _PROMPTS.dump_json(session.prompts).decode(),
+            ),
+        )
+
+    async def get_session(self, sid: str) -> SessionRecord | None:
+        row = self._one("SELECT * FROM sessions WHERE sid = ?", (sid,))
+        return _session(row) if row else None
+
+    async def list_sessions(self, tenant_id: str, limit: int = 100) -> list[SessionRecord]:
+        rows = self._all(
+            "SELECT * FROM sessions WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?",
+            (tenant_id, limit),
+        )
+        return [_session(r) for r in rows]
+
+    async def all_sessions(self, after: str = "", limit: int = 500) -> list[SessionRecord]:
+        rows = self._all(
+            "SELECT * FROM sessions WHERE sid > ? ORDER BY sid LIMIT ?", (after, limit)
+        )
+        return [_session(r) for r in rows]
+
+    async def count_sessions(self) -> int:
+        row = self._one("SELECT count(*) FROM sessions")
+        return int(row[0]) if row else 0
+
+    # -- messages -------------------------------------------------------------
+
+    async def record_message(self, message: Message) -> bool:
+        return await self.record_messages([message]) == 1
+
+    async def record_messages(self, messages: list[Message]) -> int:
+        """Store a batch in one transaction; returns how many were new."""
+        new = 0
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for message in messages:
+                    inserted = db.execute(
+                        "INSERT OR IGNORE INTO messages VALUES (?, ?, ?)",
+                        (message.sid, message.seq, encode_message(message).decode()),
+                    ).rowcount
+                    if inserted:
+                        db.execute(
+                            "UPDATE sessions SET last_seq = MAX(last_seq, ?) WHERE sid = ?",
+                            (message.seq, message.sid),
+                        )
+                        _apply(db, message)
+                        new += 1
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return new
+
+    async def messages_after(self, sid: str, after: int, limit: int = 1000) -> list[Message]:
+        rows = self._all(
+            "SELECT payload FROM messages WHERE sid = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (sid, after, limit),
+        )
+        return [MESSAGE_ADAPTER.validate_json(r["payload"]) for r in rows]
+
+    async def segments(self, sid: str) -> list[SegmentData]:
+        rows = self._all("SELECT payload FROM segments WHERE sid = ? ORDER BY idx", (sid,))
+        return [SegmentData.model_validate_json(r["payload"]) for r in rows]
+
+    async def matches(self, sid: str) -> list[MatchData]:
+        rows = self._all("SELECT payload FROM matches WHERE sid = ? ORDER BY seq", (sid,))
+        return [MatchData.model_validate_json(r["payload"]) for r in rows]
+
+    async def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _apply(db: sqlite3.Connection, message: Message) -> None:
+    """Fold one new message into the session's state."""
+    sid = message.sid
+    if isinstance(message, ProgressMessage):
+        db.execute(
+            "UPDATE sessions SET status = ?, percent = ?, duration_ms = MAX(duration_ms, ?) "
+            "WHERE sid = ?",
+            (message.status.value, message.percent, message.duration_ms, sid),
+        )
+    elif isinstance(message, SegmentMessage) and message.type == "final":
+        db.execute(
+            "INSERT OR REPLACE INTO segments VALUES (?, ?, ?)",
+            (sid, message.segment.index, message.segment.model_dump_json()),
+        )
+    elif isinstance(message, MatchMessage):
+        data = MatchData(**message.model_dump(include=set(MatchData.model_fields)))
+        db.execute(
+            "INSERT OR REPLACE INTO matches VALUES (?, ?, ?)",
+            (sid, message.seq, data.model_dump_json()),
+        )
+    elif isinstance(message, TranscriptMessage):
+        db.execute(
+            "UPDATE sessions SET text = ?, language = ?, duration_ms = ? WHERE sid = ?",
+            (message.text, message.language, message.duration_ms, sid),
+        )
+    elif isinstance(message, ErrorMessage) and message.fatal:
+        db.execute(
+            "UPDATE sessions SET status = ?, error_code = ?, error_message = ? WHERE sid = ?",
+            (SessionStatus.FAILED.value, message.code, message.message, sid),
+        )
+
+
+def _tenant(row: sqlite3.Row) -> Tenant:
+    return Tenant(
+        id=row["id"], name=row["name"], created_at=datetime.fromisoformat(row["created_at"])
+    )
+
+
+def _session(row: sqlite3.Row) -> SessionRecord:
+    return SessionRecord(
+        sid=row["sid"],
+        tenant_id=row["tenant_id"],
+        status=SessionStatus(row["status"]),
+        created_at=datetime.fromisoformat(row["created_at"]),
+        filename=row["filename"],
+        duration_ms=row["duration_ms"],
+        percent=row["percent"],
+        last_seq=row["last_seq"],
+        prompts=_PROMPTS.validate_json(row["prompts"]),
+        language=row["language"],
+        text=row["text"],
+        error_code=row["error_code"],
+        error_message=row["error_message"],
+    )

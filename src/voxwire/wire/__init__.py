@@ -1,0 +1,1 @@
+"""What travels on the bus between gateway, bridge and workers."""

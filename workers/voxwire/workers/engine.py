@@ -1,0 +1,108 @@
+"""The engine interface: audio samples in, timed segments out.
+
+An engine is loaded once per worker and reused for every job. Implementations
+live in :mod:`voxwire.workers.engines` and are chosen by name in the config.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from voxwire.core.audio import Audio
+from voxwire.core.errors import EngineError
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """How to transcribe. Override with ``dataclasses.replace``."""
+
+    language: str = "en"
+    beam_size: int = 1
+    threads: int = 2
+    temperature: float = 0.0
+    initial_prompt: str | None = None
+    audio_ctx: int = 0
+    """whisper.cpp: encoder frames to use (50 per second of audio, at most 1500);
+    0 encodes the whole 30 s window. Smaller is faster on short clips."""
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A committed piece of transcript, times relative to the audio start."""
+
+    start_ms: int
+    end_ms: int
+    text: str
+    no_speech_prob: float = 0.0
+
+
+SegmentCallback = Callable[[Segment], None]
+
+# Non-speech markers whisper writes: [BLANK_AUDIO], [ Silence ], (music), ♪ ...
+_BRACKETED = re.compile(r"\[[^\]]*\]")
+_MARKERS_ONLY = re.compile(r"^[\s♪♫*.…-]*(\([^)]*\)[\s♪♫*.…-]*)*$")
+
+
+def clean_text(text: str) -> str:
+    """Segment text without non-speech markers; empty if nothing spoken is left."""
+    text = _BRACKETED.sub(" ", text)
+    if _MARKERS_ONLY.match(text):
+        return ""
+    return " ".join(text.split())
+
+
+def check_audio(audio: Audio) -> Audio:
+    """``audio`` as contiguous float32 mono samples; EngineError for anything else."""
+    if not np.issubdtype(np.asarray(audio).dtype, np.floating):
+        raise EngineError(f"expected float samples in [-1, 1], got {np.asarray(audio).dtype}")
+    samples = np.ascontiguousarray(audio, dtype=np.float32)
+    if samples.ndim != 1:
+        raise EngineError(f"expected mono samples (1-D), got shape {samples.shape}")
+    if not np.isfinite(samples).all():
+        raise EngineError("audio contains NaN or infinite samples")
+    return samples
+
+
+class TranscriptionAborted(EngineError):
+    """``abort`` asked the engine to stop; nothing was transcribed."""
+
+    code = "aborted"
+
+
+class Engine(Protocol):
+    """A speech-to-text engine."""
+
+    name: str
+
+    def transcribe(
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
+    ) -> list[Segment]:
+        """Transcribe ``audio``; call ``on_segment`` for each segment as it is
+        produced, then return all of them. Markers such as ``[BLANK_AUDIO]`` are
+        never returned as text. ``abort`` is polled while the engine works: True
+        stops it with :class:`TranscriptionAborted`. Raises
+        :class:`voxwire.core.errors.EngineError`."""
+        ...
+
+    def close(self) -> None:
+        """Release the model."""
+        ...
+
+
+@runtime_checkable
+class BatchEngine(Engine, Protocol):
+    """An engine that can transcribe several short clips in one call."""
+
+    def transcribe_batch(self, clips: list[Audio], options: EngineOptions) -> list[list[Segment]]:
+        """Clips of up to 30 s each (endpointed utterances, from any sessions);
+        for each, its segments. Raises :class:`voxwire.core.errors.EngineError`."""
+        ...

