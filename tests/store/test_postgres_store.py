@@ -17,8 +17,9 @@ from tests.store import (
     require,
 )
 from voxwire.access.keys import generate_key
+from voxwire.core.errors import StoreError
 from voxwire.store import SessionRecord
-from voxwire.store.postgres import PostgresStore, StoreError, migrations
+from voxwire.store.postgres import PostgresStore, migrations
 from voxwire_client.messages import (
     Message,
     ProgressMessage,

@@ -15,7 +15,7 @@ from voxwire.broker.dynsec import AccessControl, NoAccessSync
 from voxwire.bus import Bus
 from voxwire.core.audio import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.core.config import Settings
-from voxwire.core.errors import AudioError, VoxwireError
+from voxwire.core.errors import AudioError, InvalidRequestError, PayloadTooLargeError
 from voxwire.core.standing_prompts import StandingPrompts, prompt_of
 from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
@@ -29,14 +29,6 @@ from voxwire_client.messages import (
 )
 
 _PROMPT_LIST = TypeAdapter(list[PromptSpec | str])
-
-
-class InvalidRequestError(VoxwireError):
-    code = "invalid_request"
-
-
-class PayloadTooLargeError(VoxwireError):
-    code = "payload_too_large"
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from pydantic import TypeAdapter
 
 from voxwire.access import keys as auth
 from voxwire.access.keys import NewKey
-from voxwire.core.errors import VoxwireError
+from voxwire.core.errors import StoreError
 from voxwire.store.base import ApiKeyInfo, SessionRecord, Tenant
 from voxwire_client.api import MatchData, PromptSpec
 from voxwire_client.messages import (
@@ -75,12 +75,6 @@ _LOST_TO_ANOTHER_WRITER = (
 )
 
 Conn = AsyncConnection[DictRow]
-
-
-class StoreError(VoxwireError):
-    """The PostgreSQL store failed: unreachable, a query error, a bad migration."""
-
-    code = "store"
 
 
 # -- migrations ---------------------------------------------------------------
