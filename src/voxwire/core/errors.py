@@ -28,7 +28,6 @@ unless the drawing names another one::
     ├── ConflictError            a request the session's state does not allow now
     ├── StoreError               the session store failed: unreachable, a query, a migration
     ├── BlobError                the blob store failed (voxwire.blobs)
-    ├── HotStateError            Redis hot state failed (voxwire.store.hot)
     ├── SearchIndexError         the search index failed (voxwire.search)
     ├── SearchQueryError         a query with nothing to search (voxwire.search.query)
     ├── BusError                 the job bus failed (Kafka, in-process)
