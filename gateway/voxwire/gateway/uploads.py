@@ -40,11 +40,6 @@ class Upload:
     redact: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    session: SessionRecord
-
-
 def redact_mode(raw: str | None) -> RedactMode | None:
     """The mode an upload asks for (None: it does not say)."""
     if raw is None or not raw.strip():

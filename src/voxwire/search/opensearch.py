@@ -361,15 +361,6 @@ class OpenSearchIndex:
             params={"retry_on_conflict": 5},
         )
 
-    async def delete_session(self, tenant_id: str, sid: str) -> None:
-        """Remove a session from the index (nothing happens if it is not there)."""
-        await self._call(
-            self._client.delete,
-            index=self.alias,
-            id=f"{tenant_id}:{sid}",
-            params={"ignore": 404},
-        )
-
     async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:
         """One page of ``tenant_id``'s segments that answer ``query``, best first."""
         parsed = parse_query(query.q)
