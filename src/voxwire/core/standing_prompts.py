@@ -72,7 +72,8 @@ def spec_of(prompt: Prompt) -> PromptSpec:
 
 
 MAX_PROMPTS = 100
-"""Standing prompts one live session may have at once."""
+"""Prompts one session may have at once: an upload's, and a live stream's after
+every change (checked by the gateway and by the stream worker)."""
 
 
 class StandingPrompts:
