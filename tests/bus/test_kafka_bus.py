@@ -27,7 +27,9 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
 from voxwire.bus.base import Record
-from voxwire.bus.kafka import KafkaBus, KafkaOptions, KafkaSubscription
+from voxwire.bus.kafka import KafkaBus
+from voxwire.bus.kafka_consumer import KafkaSubscription
+from voxwire.bus.kafka_options import KafkaOptions
 from voxwire.bus.topics import DEFAULT_TOPICS, CleanupPolicy, TopicSpec, kafka_init, topic_specs
 from voxwire.core.errors import BusError, ConfigError
 
@@ -264,7 +266,8 @@ async def test_a_later_commit_does_not_skip_an_earlier_record(kafka: Kafka) -> N
 CRASHING_WORKER = textwrap.dedent(
     """
     import asyncio, sys
-    from voxwire.bus.kafka import KafkaBus, KafkaOptions
+    from voxwire.bus.kafka import KafkaBus
+    from voxwire.bus.kafka_options import KafkaOptions
 
     async def main(bootstrap, topic, group):
         options = KafkaOptions(session_timeout_ms=6000, heartbeat_interval_ms=2000)
