@@ -136,7 +136,7 @@ class KafkaSubscription:
         # loop side: records fetched for a call that was cancelled, oldest first
         self._spare: deque[Record] = deque()
         # consumer thread side
-        self._commits = Commits(topic, timeout_s=options.commit_timeout_s)
+        self._commits = Commits(topic, timeout_s=options.consumer.commit_timeout_s)
         self._fetches: deque[_Fetch] = deque()
         self._held = _Held()
         self._keepalive_at = 0.0
@@ -285,7 +285,7 @@ class KafkaSubscription:
         return self._fetches[0] if self._fetches else None
 
     def _serve(self, fetch: _Fetch) -> None:
-        self._keepalive_at = time.monotonic() + self._options.keepalive_s
+        self._keepalive_at = time.monotonic() + self._options.consumer.keepalive_s
         try:
             records = self._fetch(fetch.max_records)
         except BusError as exc:
@@ -305,7 +305,7 @@ class KafkaSubscription:
         if not held and self._held.paused:
             self._set_paused(False)
         if not messages:
-            first = self._consumer.poll(self._options.poll_s)
+            first = self._consumer.poll(self._options.consumer.poll_s)
             if first is None:
                 return []
             messages = [first]
@@ -352,11 +352,11 @@ class KafkaSubscription:
         """
         idle = time.monotonic() >= self._keepalive_at
         if idle:
-            self._keepalive_at = time.monotonic() + self._options.keepalive_s
+            self._keepalive_at = time.monotonic() + self._options.consumer.keepalive_s
         message = self._consumer.poll(0)
         if message is not None:
             self._held.messages.append(message)
-            if idle or len(self._held.messages) >= self._options.prefetch_messages:
+            if idle or len(self._held.messages) >= self._options.consumer.prefetch_messages:
                 self._set_paused(True)
 
     def _set_paused(self, paused: bool) -> None:

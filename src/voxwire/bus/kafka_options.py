@@ -50,23 +50,16 @@ ConfigValue = str | int | float | bool
 
 
 @dataclass(frozen=True, slots=True)
-class KafkaOptions:
-    """Client settings; override with ``dataclasses.replace``. ``*_extra`` are
-    raw librdkafka properties applied last."""
+class ConsumerOptions:
+    """Settings of each subscription's consumer; ``extra`` are raw librdkafka
+    properties applied last."""
 
-    linger_ms: float = 0.0
-    """Producer batching delay: none, since most callers await each record
-    (records still batch while earlier requests are in flight)."""
-    delivery_timeout_ms: int = 120_000
-    """A record not accepted within this fails its ``produce`` (rides out a
-    broker restart)."""
-    producer_queue_kbytes: int = 65_536
-    """Local producer queue bound; ``produce`` waits when it is full."""
     session_timeout_ms: int = 10_000
     """A killed consumer's partitions move to the others after this."""
     heartbeat_interval_ms: int = 3_000
     max_poll_interval_ms: int = 1_800_000
-    """Backstop: the consumer thread polls on its own (see the module doc)."""
+    """Backstop: the consumer thread polls on its own (see
+    :mod:`voxwire.bus.kafka_consumer`)."""
     prefetch_kbytes: int = 1_024
     """librdkafka's local prefetch per consumer (queued.max.messages.kbytes)."""
     prefetch_messages: int = 100
@@ -80,14 +73,32 @@ class KafkaOptions:
     """How long one poll waits while a ``next`` call waits for records."""
     keepalive_s: float = 0.5
     """How often the consumer polls while nobody asks for records."""
-    close_timeout_s: float = 30.0
-    """How long ``close`` waits for undelivered records."""
     commit_timeout_s: float = 30.0
     """A commit the broker has not answered within this fails its callers (and
     is retried): librdkafka holds a commit while the group has no coordinator,
     and a caller must not wait on that for ever."""
+    extra: Mapping[str, ConfigValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaOptions:
+    """Client settings: the producer's here, the consumers' in ``consumer``;
+    override with ``dataclasses.replace``. ``producer_extra`` are raw
+    librdkafka properties applied last."""
+
+    linger_ms: float = 0.0
+    """Producer batching delay: none, since most callers await each record
+    (records still batch while earlier requests are in flight)."""
+    delivery_timeout_ms: int = 120_000
+    """A record not accepted within this fails its ``produce`` (rides out a
+    broker restart)."""
+    producer_queue_kbytes: int = 65_536
+    """Local producer queue bound; ``produce`` waits when it is full."""
+    close_timeout_s: float = 30.0
+    """How long ``close`` waits for undelivered records (and a consumer for
+    its last commit)."""
     producer_extra: Mapping[str, ConfigValue] = field(default_factory=dict)
-    consumer_extra: Mapping[str, ConfigValue] = field(default_factory=dict)
+    consumer: ConsumerOptions = field(default_factory=ConsumerOptions)
 
 
 def producer_config(bootstrap: str, client_id: str, options: KafkaOptions) -> dict[str, Any]:
@@ -113,6 +124,7 @@ def consumer_config(
     bootstrap: str, client_id: str, group: str, options: KafkaOptions
 ) -> dict[str, Any]:
     """The librdkafka configuration of one subscription's consumer."""
+    consumer = options.consumer
     return {
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
@@ -120,16 +132,16 @@ def consumer_config(
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": options.session_timeout_ms,
-        "heartbeat.interval.ms": options.heartbeat_interval_ms,
-        "max.poll.interval.ms": options.max_poll_interval_ms,
-        "partition.assignment.strategy": options.assignment_strategy,
-        "queued.max.messages.kbytes": options.prefetch_kbytes,
-        "queued.min.messages": options.prefetch_messages,
-        "fetch.queue.backoff.ms": options.fetch_backoff_ms,
+        "session.timeout.ms": consumer.session_timeout_ms,
+        "heartbeat.interval.ms": consumer.heartbeat_interval_ms,
+        "max.poll.interval.ms": consumer.max_poll_interval_ms,
+        "partition.assignment.strategy": consumer.assignment_strategy,
+        "queued.max.messages.kbytes": consumer.prefetch_kbytes,
+        "queued.min.messages": consumer.prefetch_messages,
+        "fetch.queue.backoff.ms": consumer.fetch_backoff_ms,
         "log.connection.close": False,
         "logger": librdkafka_log,
-        **options.consumer_extra,
+        **consumer.extra,
     }
 
 
