@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.redaction.labelled import labelled, scores  # noqa: E402
-from voxwire.core.matching import normalize  # noqa: E402
+from voxwire.core.normalization import normalize  # noqa: E402
 from voxwire.core.redaction import Redactor  # noqa: E402
 from voxwire_client.api import RedactMode  # noqa: E402
 

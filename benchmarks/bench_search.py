@@ -38,7 +38,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from voxwire.core.matching import Prompt, PromptMatcher, normalize
+from voxwire.core.matching import Prompt, PromptMatcher
+from voxwire.core.normalization import normalize
 from voxwire.core.standing_prompts import StandingPrompts
 from voxwire.search import SearchIndex, SearchQuery
 from voxwire.search.opensearch import OpenSearchIndex

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from voxwire.bridge.ingest import route
 from voxwire.core.errors import RecordError
-from voxwire.core.matching import normalize
+from voxwire.core.normalization import normalize
 from voxwire.core.redaction import Redactor
 from voxwire.search.query import SearchQueryError, parse_query
 from voxwire.search.sqlite_fts import SqliteSearchIndex

@@ -27,7 +27,9 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
 from voxwire.bus.base import Record
-from voxwire.bus.kafka import KafkaBus, KafkaOptions, KafkaSubscription
+from voxwire.bus.kafka import KafkaBus
+from voxwire.bus.kafka_consumer import KafkaSubscription
+from voxwire.bus.kafka_options import ConsumerOptions, KafkaOptions
 from voxwire.bus.topics import DEFAULT_TOPICS, CleanupPolicy, TopicSpec, kafka_init, topic_specs
 from voxwire.core.errors import BusError, ConfigError
 
@@ -37,7 +39,7 @@ BOOTSTRAP = os.environ.get("VOXWIRE_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 REPO = Path(__file__).resolve().parents[2]
 # A short session so that a killed consumer's partitions move on quickly
 # (6 s is the broker's group.min.session.timeout.ms).
-FAST = KafkaOptions(session_timeout_ms=6_000, heartbeat_interval_ms=2_000)
+FAST = KafkaOptions(consumer=ConsumerOptions(session_timeout_ms=6_000, heartbeat_interval_ms=2_000))
 
 
 @dataclass
@@ -222,7 +224,7 @@ async def test_a_partition_taken_away_while_paused_delivers_when_it_comes_back(
         for n in range(20):
             await one.produce(topic, f"sid-{n}", str(n).encode())
         got = await take(busy, 1)
-        await asyncio.sleep(3 * FAST.keepalive_s)  # busy: the thread polls, holds, pauses
+        await asyncio.sleep(3 * FAST.consumer.keepalive_s)  # busy: the thread polls, holds, pauses
         other = two.subscribe(topic, group)
         await wait_until(lambda: len(other.assignment) == 1, timeout=20)
         moved = next(iter(other.assignment))
@@ -264,10 +266,13 @@ async def test_a_later_commit_does_not_skip_an_earlier_record(kafka: Kafka) -> N
 CRASHING_WORKER = textwrap.dedent(
     """
     import asyncio, sys
-    from voxwire.bus.kafka import KafkaBus, KafkaOptions
+    from voxwire.bus.kafka import KafkaBus
+    from voxwire.bus.kafka_options import ConsumerOptions, KafkaOptions
 
     async def main(bootstrap, topic, group):
-        options = KafkaOptions(session_timeout_ms=6000, heartbeat_interval_ms=2000)
+        options = KafkaOptions(
+            consumer=ConsumerOptions(session_timeout_ms=6000, heartbeat_interval_ms=2000)
+        )
         bus = KafkaBus(bootstrap, options=options)
         subscription = bus.subscribe(topic, group)
         records = [await subscription.next() for _ in range(4)]
@@ -332,7 +337,7 @@ async def test_a_commit_the_broker_never_answers_fails_and_is_sent_again(kafka: 
     request timeout); once the broker answers again the commit is sent again,
     so the group does not get the record a second time."""
     topic, group = kafka.topic(), kafka.group()
-    options = replace(FAST, commit_timeout_s=1.0)
+    options = replace(FAST, consumer=replace(FAST.consumer, commit_timeout_s=1.0))
     bus = KafkaBus(kafka.bootstrap, options=options)
     await bus.produce(topic, "sid", b"job")
     subscription = bus.subscribe(topic, group)

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.helpers import EVAL_DIR, Listener, PlatformThread
+from voxwire.core.standing_prompts import MAX_PROMPTS
 from voxwire_client.topics import session_filter
 
 pytestmark = pytest.mark.timeout(300)
@@ -82,7 +83,7 @@ def test_oversized_upload_is_refused(platform: PlatformThread) -> None:
         "not json",
         '[""]',
         '{"a": 1}',
-        json.dumps(["x"] * 51),
+        json.dumps(["x"] * (MAX_PROMPTS + 1)),
         '["!!! ..."]',  # no words to listen for
         '[{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]',
         '[{"id": "a", "text": "three words here", "within": 2}]',

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from voxwire.bus.kafka import QuietRepeats
+from voxwire.bus.kafka_options import QuietRepeats
 
 
 def _record(message: str) -> logging.LogRecord:

@@ -30,7 +30,9 @@ from voxwire.core.errors import (
     AudioTooLongError,
     AuthError,
     ConflictError,
+    InvalidRequestError,
     NotFoundError,
+    PayloadTooLargeError,
     VoxwireError,
 )
 from voxwire.core.metrics import RATE_LIMITED
@@ -38,7 +40,7 @@ from voxwire.core.ratelimit import RateLimitedError, RateLimits
 from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.streams import StreamService
-from voxwire.gateway.uploads import InvalidRequestError, PayloadTooLargeError, Upload, UploadService
+from voxwire.gateway.uploads import Upload, UploadService
 from voxwire.gateway.web import mount_web_app
 from voxwire.search import SearchIndex, SearchQueryError
 from voxwire.store import SessionRecord, Store, Tenant

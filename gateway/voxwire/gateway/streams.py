@@ -7,7 +7,6 @@ from voxwire.broker.dynsec import AccessControl
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
-from voxwire.core.standing_prompts import MAX_PROMPTS
 from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.gateway.uploads import check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
@@ -25,7 +24,7 @@ class StreamService:
         self._settings = settings
 
     async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
-        check_prompts(request.prompts, MAX_PROMPTS)
+        check_prompts(request.prompts)
         redact = self._settings.redact_for(tenant.name, request.redact)
         request = request.model_copy(update={"redact": redact})
         sid = await open_session(self._store, self._access, tenant, prompts=request.prompts)
@@ -51,6 +50,6 @@ class StreamService:
                 hint="search its transcript instead: POST /v1/search",
                 sid=session.sid,
             )
-        check_prompts(change.add, MAX_PROMPTS)
+        check_prompts(change.add)
         update = PromptUpdate(sid=session.sid, change=change)
         await self._bus.produce(AUDIO_TOPIC, session.sid, update.encode())

@@ -15,8 +15,8 @@ from voxwire.broker.dynsec import AccessControl, NoAccessSync
 from voxwire.bus import Bus
 from voxwire.core.audio import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.core.config import Settings
-from voxwire.core.errors import AudioError, VoxwireError
-from voxwire.core.standing_prompts import StandingPrompts, prompt_of
+from voxwire.core.errors import AudioError, InvalidRequestError, PayloadTooLargeError
+from voxwire.core.standing_prompts import MAX_PROMPTS, StandingPrompts, prompt_of
 from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
@@ -31,14 +31,6 @@ from voxwire_client.messages import (
 _PROMPT_LIST = TypeAdapter(list[PromptSpec | str])
 
 
-class InvalidRequestError(VoxwireError):
-    code = "invalid_request"
-
-
-class PayloadTooLargeError(VoxwireError):
-    code = "payload_too_large"
-
-
 @dataclass(frozen=True, slots=True)
 class Upload:
     filename: str | None
@@ -46,11 +38,6 @@ class Upload:
     prompts: str | None
     language: str | None
     redact: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    session: SessionRecord
 
 
 def redact_mode(raw: str | None) -> RedactMode | None:
@@ -66,7 +53,7 @@ def redact_mode(raw: str | None) -> RedactMode | None:
         ) from None
 
 
-def parse_prompts(raw: str | None, limit: int) -> tuple[PromptSpec, ...]:
+def parse_prompts(raw: str | None) -> tuple[PromptSpec, ...]:
     """``raw`` is a JSON list of strings or ``{"id", "text"}`` objects."""
     if not raw:
         return ()
@@ -77,8 +64,8 @@ def parse_prompts(raw: str | None, limit: int) -> tuple[PromptSpec, ...]:
             f"invalid prompts: {exc.errors()[0]['msg']}",
             hint='send a JSON list such as ["ask not", {"id": "p2", "text": "country"}]',
         ) from None
-    if len(items) > limit:
-        raise InvalidRequestError(f"too many prompts ({len(items)} > {limit})")
+    if len(items) > MAX_PROMPTS:
+        raise InvalidRequestError(f"too many prompts ({len(items)} > {MAX_PROMPTS})")
     specs = []
     for i, item in enumerate(items):
         try:
@@ -89,14 +76,15 @@ def parse_prompts(raw: str | None, limit: int) -> tuple[PromptSpec, ...]:
             raise InvalidRequestError(
                 f"invalid prompt #{i + 1}: empty or longer than 500 characters"
             ) from None
-    return check_prompts(specs, limit)
+    return check_prompts(specs)
 
 
-def check_prompts(specs: Sequence[PromptSpec], limit: int) -> tuple[PromptSpec, ...]:
+def check_prompts(specs: Sequence[PromptSpec]) -> tuple[PromptSpec, ...]:
     """``specs`` if a session can listen for them all, else InvalidRequestError
-    (duplicate ids, a prompt without words, ``within`` shorter than the prompt)."""
+    (duplicate ids, a prompt without words, ``within`` shorter than the prompt, more
+    than :data:`~voxwire.core.standing_prompts.MAX_PROMPTS`)."""
     try:
-        StandingPrompts().change([prompt_of(p) for p in specs], (), limit=limit)
+        StandingPrompts().change([prompt_of(p) for p in specs], (), limit=MAX_PROMPTS)
     except ValueError as exc:
         raise InvalidRequestError(
             f"invalid prompts: {exc}", hint="a prompt needs words; ids must be unique"
@@ -137,7 +125,7 @@ class UploadService:
         """Create the session and enqueue its job; AudioError when the audio is unusable
         (the session then exists, failed, with an error message published on it)."""
         self.check_size(len(upload.data))
-        prompts = parse_prompts(upload.prompts, self._settings.max_prompts)
+        prompts = parse_prompts(upload.prompts)
         language = (upload.language or self._settings.language).strip().lower()
         if not language.isalpha() or len(language) > 8:
             raise InvalidRequestError(f"invalid language {language!r}", hint="use a code like 'en'")

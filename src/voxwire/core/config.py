@@ -62,7 +62,6 @@ class Settings(BaseModel):
         "audio for it) while no bridge is connected; a short-lived installation (tests, "
         "benchmarks) sets it low, so that its session does not collect audio after it is gone",
     )
-    max_prompts: int = Field(default=50, ge=0)
     metrics_port: int | None = Field(
         default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"
     )

@@ -2,7 +2,8 @@
 
 Every error raised by voxwire code derives from :class:`VoxwireError`. Library
 errors (PyAV, whisper.cpp, paho, SQLite, ...) are translated where they enter
-and carry the session id when there is one::
+and carry the session id when there is one. Each class lives in this module
+unless the drawing names another one::
 
     VoxwireError
     ├── ConfigError              bad or missing configuration
@@ -12,18 +13,26 @@ and carry the session id when there is one::
     │   ├── EmptyAudioError
     │   ├── UnsupportedAudioError  not audio, or a format we cannot decode
     │   ├── TruncatedAudioError
-    │   └── AudioTooLongError
+    │   ├── AudioTooLongError
+    │   ├── InvalidChunkError    a bad stream chunk (voxwire.workers.stream_worker)
+    │   ├── ChunkOrderError      a chunk ahead of its turn (voxwire.workers.stream_pipeline)
+    │   └── StreamClosedError    audio after the stream ended (voxwire.workers.stream_pipeline)
     ├── EngineError              transcription failed inside an engine
+    │   └── TranscriptionAborted the engine was asked to stop (voxwire.workers.engine)
     ├── AuthError                missing or invalid credentials
+    │   └── TokenError           a foreign, tampered or expired token (voxwire.access.tokens)
     ├── RateLimitedError         too many requests from one caller (voxwire.core.ratelimit)
-    │   └── TokenError           a session token not ours, tampered with or expired
+    ├── InvalidRequestError      a request that is malformed or breaks a limit
+    ├── PayloadTooLargeError     an upload over the size limit
     ├── NotFoundError            a session, key or model that does not exist
     ├── ConflictError            a request the session's state does not allow now
+    ├── StoreError               the session store failed: unreachable, a query, a migration
+    ├── BlobError                the blob store failed (voxwire.blobs)
     ├── SearchIndexError         the search index failed (voxwire.search)
     ├── SearchQueryError         a query with nothing to search (voxwire.search.query)
     ├── BusError                 the job bus failed (Kafka, in-process)
     │   └── RecordError          a bus record that is not what its topic carries
-    ├── CheckpointError          a stream checkpoint store failed (voxwire.workers)
+    ├── CheckpointError          stream checkpoints failed (voxwire.workers.stream_checkpoints)
     └── MqttError                the MQTT broker or connection failed (carries the topic)
 
 Session ids are checked by :mod:`voxwire_client.topics`, which raises
@@ -96,6 +105,18 @@ class AuthError(VoxwireError):
     code = "unauthorized"
 
 
+class InvalidRequestError(VoxwireError):
+    """A request that is malformed or asks for more than a limit allows."""
+
+    code = "invalid_request"
+
+
+class PayloadTooLargeError(VoxwireError):
+    """An upload larger than the gateway accepts."""
+
+    code = "payload_too_large"
+
+
 class NotFoundError(VoxwireError):
     code = "not_found"
 
@@ -104,6 +125,12 @@ class ConflictError(VoxwireError):
     """A request the session's state does not allow (e.g. changing an ended stream)."""
 
     code = "conflict"
+
+
+class StoreError(VoxwireError):
+    """The session store failed: unreachable, a query error, a bad migration."""
+
+    code = "store"
 
 
 class BusError(VoxwireError):

@@ -49,8 +49,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voxwire.core.matching import normalize
 from voxwire.core.metrics import REDACTIONS
+from voxwire.core.normalization import normalize
 from voxwire_client.api import RedactMode
 
 MIN_SCORE = 0.4

@@ -16,7 +16,7 @@ then) and must not overlap an earlier match of the same prompt, so every
 occurrence is reported once, as soon as its last word is committed. Windows
 compete before that filter, so the exact phrase in an earlier final beats a
 fuzzy window that stretches it by a word into the newest one. Words are
-normalised over the joined text of the window (:func:`voxwire.core.matching.normalize`),
+normalised over the joined text of the window (:func:`voxwire.core.normalization.normalize`),
 so a number spoken across a boundary ("twenty" | "five") is one number.
 
 Prompts can be added and removed while the session runs; a new prompt
@@ -38,11 +38,10 @@ from voxwire.core.matching import (
     CompiledPrompt,
     Match,
     Prompt,
-    Token,
     candidates,
-    normalize,
     select,
 )
+from voxwire.core.normalization import Token, normalize
 from voxwire_client.api import PromptSpec
 
 DEFAULT_WINDOW = 3
@@ -72,7 +71,8 @@ def spec_of(prompt: Prompt) -> PromptSpec:
 
 
 MAX_PROMPTS = 100
-"""Standing prompts one live session may have at once."""
+"""Prompts one session may have at once: an upload's, and a live stream's after
+every change (checked by the gateway and by the stream worker)."""
 
 
 class StandingPrompts:

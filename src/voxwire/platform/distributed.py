@@ -41,7 +41,6 @@ from voxwire.core.config import Settings
 from voxwire.core.errors import ConfigError, MqttError
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.search.opensearch import OpenSearchIndex
-from voxwire.store.hot import HotState
 from voxwire.store.postgres import PostgresStore
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
@@ -198,16 +197,13 @@ async def run_bridge(settings: Settings) -> None:
         tls=broker_tls(settings),
     )
     await asyncio.to_thread(publisher.connect)
-    hot = HotState.open(settings.redis_url.get_secret_value(), prefix=f"vx{settings.namespace}")
     try:
         async with (
             open_store(settings) as store,
             open_bus(settings, "bridge") as bus,
             open_search(settings) as index,
         ):
-            relay = ResultRelay(
-                bus, store, publisher, expiry_s=settings.message_expiry_s, observers=(hot,)
-            )
+            relay = ResultRelay(bus, store, publisher, expiry_s=settings.message_expiry_s)
             indexer = SegmentIndexer(bus, store, index)
             queries = QueryService(bus, store, index, publisher)
             ns = settings.namespace
@@ -225,7 +221,6 @@ async def run_bridge(settings: Settings) -> None:
             await first_failure(relay.run(), ingest.run(), indexer.run(), queries.run())
     finally:
         await asyncio.to_thread(publisher.close)
-        await hot.close()
 
 
 @contextlib.asynccontextmanager

@@ -14,7 +14,7 @@ is swapped)::
                                window's segments (kept, not indexed)
 
 Searches run on ``segments.norm``: the segment's words as
-:func:`voxwire.core.matching.normalize` writes them (numbers as digits, accents and
+:func:`voxwire.core.normalization.normalize` writes them (numbers as digits, accents and
 punctuation gone), analysed by ``vx_norm`` (whitespace tokenizer, lowercase,
 Porter stemmer), as SQLite FTS5's ``porter`` tokenizer does in embedded mode.
 ``text`` keeps the source design's ``vx_english`` analysis (standard
@@ -49,7 +49,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import OpenSearchException, RequestError
 from pydantic import TypeAdapter
 
-from voxwire.core.matching import normalize
+from voxwire.core.normalization import normalize
 from voxwire.search import SearchIndexError
 from voxwire.search.query import (
     MAX_OFFSET,
@@ -359,15 +359,6 @@ class OpenSearchIndex:
             id=f"{tenant_id}:{sid}",
             body=body,
             params={"retry_on_conflict": 5},
-        )
-
-    async def delete_session(self, tenant_id: str, sid: str) -> None:
-        """Remove a session from the index (nothing happens if it is not there)."""
-        await self._call(
-            self._client.delete,
-            index=self.alias,
-            id=f"{tenant_id}:{sid}",
-            params={"ignore": 404},
         )
 
     async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:

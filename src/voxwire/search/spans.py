@@ -23,7 +23,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from voxwire.core.matching import normalize
+from voxwire.core.normalization import normalize
 from voxwire.search.query import (
     ParsedQuery,
     SearchHit,

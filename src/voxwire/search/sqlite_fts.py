@@ -12,7 +12,7 @@ transcripts::
     windows       tenant_id, sid, idx, start_ms, end_ms, segments (JSON), norm
     windows_fts   FTS5 over windows.norm, as segments_fts
 
-``norm`` is the segment's words as :func:`voxwire.core.matching.normalize` writes
+``norm`` is the segment's words as :func:`voxwire.core.normalization.normalize` writes
 them, exactly as OpenSearch indexes ``segments.norm``. A query reaches FTS5
 only as quoted strings built from normalised words (FTS5's own syntax never
 comes from the user). A fuzzy word becomes ``("word" OR "worde" OR ...)``:
@@ -42,7 +42,7 @@ from pydantic import TypeAdapter
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from voxwire.core.matching import normalize
+from voxwire.core.normalization import normalize
 from voxwire.search import SearchIndexError
 from voxwire.search.query import (
     ParsedQuery,
