@@ -133,3 +133,13 @@ async def test_ensure_key_creates_the_first_key_only(tmp_path: Path) -> None:
         assert first.key is not None and again.key is None
         tenant = await store.verify_api_key(first.key.plaintext)
         assert tenant is not None and tenant.name == "default"
+    again_after_stop = await platform.ensure_key()
+    await platform.stop()
+    assert again_after_stop.key is None
+
+
+def test_clients_are_told_the_broker_the_settings_choose() -> None:
+    embedded = Settings(host="0.0.0.0", public_host="vx.example", mqtt_port=1999, ws_port=2000)
+    assert embedded.broker_urls == ("mqtt://vx.example:1999", "ws://vx.example:2000/mqtt")
+    external = Settings(broker="external", mqtt_url="mqtts://mq:8883", ws_url="wss://mq/mqtt")
+    assert external.broker_urls == ("mqtts://mq:8883", "wss://mq/mqtt")

@@ -65,7 +65,8 @@ class Platform:
     ) -> None:
         self.roles = roles
         self._stack = AsyncExitStack()
-        self.adapters = Adapters(settings, self._stack, roles[0] if len(roles) == 1 else "up")
+        self._name = roles[0] if len(roles) == 1 else "up"
+        self.adapters = Adapters(settings, self._stack, self._name)
         self._model_path = model_path
         self._tasks: list[asyncio.Task[None]] = []
         self._server: uvicorn.Server | None = None
@@ -141,7 +142,8 @@ class Platform:
 
     async def stop(self) -> None:
         """Let the gateway finish its requests, cancel the other tasks, close the
-        adapters (last opened, first closed); safe to call more than once."""
+        adapters (last opened, first closed); safe to call more than once, and the
+        platform can be started again."""
         if self._server is not None:
             self._server.should_exit = True
         for task in self._tasks:
@@ -153,3 +155,4 @@ class Platform:
         self._tasks = []
         self._server = None
         await self._stack.aclose()
+        self.adapters = Adapters(self.settings, self._stack, self._name)  # nothing open
