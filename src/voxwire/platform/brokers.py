@@ -149,14 +149,9 @@ def broker_address(settings: Settings) -> tuple[str, int]:
 
 def broker_tls(settings: Settings) -> ssl.SSLContext | None:
     """TLS for voxwire's own broker connections when ``mqtt_url`` is ``mqtts://``,
-    verifying the broker with ``mqtt_ca_file`` (or the system's CAs)."""
-    scheme = urlsplit(settings.mqtt_url).scheme
-    if scheme not in ("mqtt", "mqtts"):
-        raise ConfigError(
-            f"mqtt_url {settings.mqtt_url!r} must start with mqtt:// or mqtts://",
-            hint="set VOXWIRE_MQTT_URL",
-        )
-    if scheme == "mqtt":
+    verifying the broker with ``mqtt_ca_file`` (or the system's CAs); the settings
+    refuse any other scheme for an external broker."""
+    if urlsplit(settings.mqtt_url).scheme != "mqtts":
         return None
     cafile = str(settings.mqtt_ca_file) if settings.mqtt_ca_file else None
     return ssl.create_default_context(cafile=cafile)
