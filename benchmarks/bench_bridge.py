@@ -52,7 +52,7 @@ from voxwire.bus.kafka import KafkaBus
 from voxwire.bus.namespaced import NamespacedBus
 from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
 from voxwire.core.config import load_settings
-from voxwire.platform.distributed import broker_address
+from voxwire.platform.brokers import broker_address
 from voxwire.wire.topics import RESULTS_TOPIC
 from voxwire_client.messages import MatchMessage, encode_message
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from voxwire.core.audio import decode
 from voxwire.core.config import Settings
 from voxwire.models import registry
-from voxwire.platform.embedded import EmbeddedPlatform
+from voxwire.platform import build
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire_client import AsyncClient
@@ -53,7 +53,7 @@ async def bench_pipeline(
     settings = Settings(
         http_port=0, mqtt_port=0, ws_port=0, data_dir=data_dir, engine=engine, model=model
     )
-    platform = EmbeddedPlatform(settings)
+    platform = build(settings)
     key = (await platform.ensure_key()).key
     assert key is not None
     await platform.start()

@@ -44,7 +44,7 @@ from whisper_normalizer.english import EnglishTextNormalizer
 from voxwire.core.audio import decode
 from voxwire.core.config import Settings
 from voxwire.models import registry
-from voxwire.platform.embedded import EmbeddedPlatform
+from voxwire.platform import Platform, build
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire_client import AsyncClient, StreamRequest, pcm_chunks
@@ -137,7 +137,7 @@ async def one_stream(client: AsyncClient, pcm: bytes, delay: float) -> StreamRun
     return run
 
 
-async def level(platform: EmbeddedPlatform, key: str, pcm: bytes, count: int) -> list[StreamRun]:
+async def level(platform: Platform, key: str, pcm: bytes, count: int) -> list[StreamRun]:
     s = platform.settings
     client = AsyncClient(f"http://127.0.0.1:{s.http_port}", key, f"mqtt://127.0.0.1:{s.mqtt_port}")
     try:
@@ -166,7 +166,7 @@ async def bench(
         model=model,
         batch_finals=int(batch or 8),
     )
-    platform = EmbeddedPlatform(settings)
+    platform = build(settings)
     key = (await platform.ensure_key()).key
     assert key is not None
     await platform.start()

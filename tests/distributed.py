@@ -212,7 +212,11 @@ class DistributedPlatform:
         httpx.delete(f"{settings.opensearch_url}/{index}", timeout=30)
 
     def new_tenant_key(self, name: str) -> str:
-        from voxwire.platform.distributed import create_key
+        from voxwire.platform import build
 
-        _, key = asyncio.run(create_key(self.settings, name, "test"))
-        return key.plaintext
+        async def create() -> str:
+            async with build(self.settings) as platform:
+                _, key = await platform.create_key(name, "test")
+            return key.plaintext
+
+        return asyncio.run(create())

@@ -19,7 +19,7 @@ from whisper_normalizer.english import EnglishTextNormalizer
 
 from voxwire.core.audio import decode
 from voxwire.core.config import Settings
-from voxwire.platform.embedded import EmbeddedPlatform
+from voxwire.platform import build
 from voxwire_client._mqtt import mqtt_username
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -84,10 +84,10 @@ def corpus_wer(refs: list[str], hyps: list[str]) -> float:
 
 
 class PlatformThread:
-    """An EmbeddedPlatform on free ports, run by an event loop in a thread."""
+    """The whole platform (every role) on free ports, run by an event loop in a thread."""
 
     def __init__(self, settings: Settings, model_path: Path | None) -> None:
-        self.platform = EmbeddedPlatform(settings, model_path=model_path)
+        self.platform = build(settings, model_path=model_path)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.api_key = ""
@@ -128,9 +128,10 @@ class PlatformThread:
         from voxwire.access.keys import generate_key
 
         async def go() -> str:
-            tenant = await self.platform.store.create_tenant(name)
+            store = await self.platform.adapters.store()
+            tenant = await store.create_tenant(name)
             key = generate_key()
-            await self.platform.store.add_api_key(tenant.id, key, "test")
+            await store.add_api_key(tenant.id, key, "test")
             return key.plaintext
 
         return str(self.call(go()))

@@ -9,7 +9,7 @@ import pytest
 
 from tests.distributed import DistributedPlatform
 from tests.helpers import EVAL_DIR
-from voxwire.platform.distributed import index_alias, open_store
+from voxwire.platform.choices import index_alias, open_postgres_store
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire_client import Client, SearchQuery
 
@@ -45,7 +45,7 @@ def test_committed_segments_are_indexed_for_search(cluster: DistributedPlatform)
 
 
 async def _tenant_of(cluster: DistributedPlatform, sid: str) -> str:
-    async with open_store(cluster.settings) as store:
+    async with open_postgres_store(cluster.settings, "test") as store:
         session = await store.get_session(sid)
         assert session is not None
         return session.tenant_id

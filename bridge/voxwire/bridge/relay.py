@@ -53,12 +53,6 @@ class MessageSink(Protocol):
     async def record_messages(self, messages: list[Message]) -> int: ...
 
 
-class MessageObserver(Protocol):
-    """Told about every relayed batch after it was stored (hot state)."""
-
-    async def apply_many(self, messages: list[Message]) -> None: ...
-
-
 class ResultRelay:
     def __init__(
         self,
@@ -68,7 +62,6 @@ class ResultRelay:
         *,
         expiry_s: int,
         batch_size: int = 500,
-        observers: tuple[MessageObserver, ...] = (),
         group: str = RELAY_GROUP,
     ) -> None:
         self._bus = bus
@@ -76,7 +69,6 @@ class ResultRelay:
         self._publisher = publisher
         self._expiry_s = expiry_s
         self._batch_size = batch_size
-        self._observers = observers
         self._group = group
         self.relayed = 0
 
@@ -109,13 +101,10 @@ class ResultRelay:
             await subscription.close()
 
     async def _store_and_send(self, messages: list[Message]) -> asyncio.Future[None] | None:
-        """Store the batch (and fold it into the observers), then queue its publishes."""
+        """Store the batch, then queue its publishes."""
         if not messages:
             return None
-        await asyncio.gather(
-            self._store.record_messages(messages),
-            *(observer.apply_many(messages) for observer in self._observers),
-        )
+        await self._store.record_messages(messages)
         return self._publisher.send_many(
             [(session_topic(m.sid, topic_kind(m)), encode_message(m)) for m in messages],
             qos=1,

@@ -1,27 +1,42 @@
-"""``voxwire keys``: create, list and revoke API keys (stored hashed)."""
+"""``voxwire keys``: create, list and revoke API keys (stored hashed).
+
+The keys live in the store the settings name (``store``); with an external
+broker they are registered with it too (``broker``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.table import Table
 
-from voxwire.access.keys import generate_key
 from voxwire.cli.common import console, fail
 from voxwire.core.config import load_settings
-from voxwire.store import SqliteStore, Tenant
+from voxwire.core.errors import VoxwireError
+
+if TYPE_CHECKING:
+    from voxwire.platform import Platform
 
 app = typer.Typer(help="Manage API keys. A key is shown once, when created.", no_args_is_help=True)
 
-
-def _store() -> SqliteStore:
-    return SqliteStore(load_settings().db_path)
+T = TypeVar("T")
 
 
-async def _tenant_named(store: SqliteStore, name: str) -> Tenant:
-    return await store.tenant_by_name(name) or await store.create_tenant(name)
+def _with_platform(job: Callable[[Platform], Awaitable[T]]) -> T:
+    """Run ``job`` on the platform of the settings (nothing started but what it uses)."""
+    from voxwire.platform import build
+
+    async def go() -> T:
+        async with build(load_settings()) as platform:
+            return await job(platform)
+
+    try:
+        return asyncio.run(go())
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
 
 
 @app.command()
@@ -31,25 +46,21 @@ def create(
 ) -> None:
     """Create a key and print it (only this once)."""
 
-    async def go() -> None:
-        store = _store()
-        owner = await _tenant_named(store, tenant)
-        new = generate_key()
-        await store.add_api_key(owner.id, new, label)
-        await store.close()
-        console.print(f"key id [bold]{new.key_id}[/] for tenant {owner.name} ({owner.id}):")
+    async def go(platform: Platform) -> None:
+        tenant_id, new = await platform.create_key(tenant, label)
+        console.print(f"key id [bold]{new.key_id}[/] for tenant {tenant} ({tenant_id}):")
         console.print(new.plaintext, soft_wrap=True)
         console.print("[dim]store it now: voxwire keeps only its hash[/]")
 
-    asyncio.run(go())
+    _with_platform(go)
 
 
 @app.command("list")
 def list_keys() -> None:
     """List keys (ids and labels; never the keys themselves)."""
 
-    async def go() -> None:
-        store = _store()
+    async def go(platform: Platform) -> None:
+        store = await platform.adapters.store()
         table = Table("id", "tenant", "label", "created", "revoked")
         for key in await store.list_api_keys():
             table.add_row(
@@ -59,10 +70,9 @@ def list_keys() -> None:
                 f"{key.created_at:%Y-%m-%d %H:%M}",
                 f"{key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "",
             )
-        await store.close()
         console.print(table)
 
-    asyncio.run(go())
+    _with_platform(go)
 
 
 @app.command()
@@ -71,12 +81,13 @@ def revoke(
 ) -> None:
     """Revoke a key: requests and MQTT connections with it are refused from now on."""
 
-    async def go() -> bool:
-        store = _store()
-        done = await store.revoke_api_key(key_id)
-        await store.close()
-        return done
+    async def go(platform: Platform) -> bool:
+        store = await platform.adapters.store()
+        if not await store.revoke_api_key(key_id):
+            return False
+        await (await platform.adapters.access()).remove_key(key_id)
+        return True
 
-    if not asyncio.run(go()):
+    if not _with_platform(go):
         fail(f"no active key with id {key_id}", hint="see `voxwire keys list`")
     console.print(f"revoked {key_id}")

@@ -7,30 +7,27 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Annotated, Any
 
 import typer
 
 from voxwire.cli.common import console, fail
-from voxwire.core.config import Settings, load_settings
+from voxwire.core.config import load_settings
 from voxwire.core.errors import VoxwireError
-
-Runner = Callable[[Settings], Coroutine[Any, Any, None]]
 
 kafka_app = typer.Typer(help="Kafka topics for distributed mode.", no_args_is_help=True)
 
 
-def _run(role: str, runner_name: str, **overrides: Any) -> None:
+def _run(role: str, **overrides: Any) -> None:
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s"
     )
     try:
         settings = load_settings(mode="distributed", **overrides)
-        from voxwire.platform import distributed
+        from voxwire.platform import build
 
-        runner: Runner = getattr(distributed, runner_name)
-        asyncio.run(_until_signal(runner(settings)))
+        asyncio.run(_until_signal(build(settings, [role]).run()))
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
 
@@ -48,7 +45,7 @@ def gateway(
     http_port: Annotated[int | None, typer.Option(help="HTTP port [default 8000]")] = None,
 ) -> None:
     """Run the HTTP gateway against Kafka, PostgreSQL and Mosquitto."""
-    _run("gateway", "run_gateway", http_port=http_port)
+    _run("gateway", http_port=http_port)
 
 
 def worker(
@@ -56,12 +53,12 @@ def worker(
     model: Annotated[str | None, typer.Option(help="model name or ggml path")] = None,
 ) -> None:
     """Run a transcription worker in the Kafka consumer group."""
-    _run("worker", "run_worker", workers=workers, model=model)
+    _run("worker", workers=workers, model=model)
 
 
 def bridge() -> None:
     """Run the MQTT <-> Kafka bridge (results to subscribers, client publishes to Kafka)."""
-    _run("bridge", "run_bridge")
+    _run("bridge")
 
 
 @kafka_app.command("init")

@@ -127,20 +127,8 @@ async def _reindex(settings: Settings) -> ReindexReport:
 
 @contextlib.asynccontextmanager
 async def _sources(settings: Settings) -> AsyncIterator[tuple[SessionSource, Rebuildable]]:
-    if settings.mode == "distributed":
-        from voxwire.platform.distributed import open_search, open_store
+    """The store and search index the settings name (``store``, ``search``)."""
+    from voxwire.platform import build
 
-        async with open_store(settings) as store, open_search(settings) as index:
-            yield store, index
-        return
-    from voxwire.search.sqlite_fts import SqliteSearchIndex
-    from voxwire.store import SqliteStore
-
-    local_store = SqliteStore(settings.db_path)
-    local_index = SqliteSearchIndex(settings.search_db_path)
-    try:
-        await local_index.ensure_index()
-        yield local_store, local_index
-    finally:
-        await local_index.close()
-        await local_store.close()
+    async with build(settings) as platform:
+        yield await platform.adapters.store(), await platform.adapters.search()

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.panel import Panel
@@ -18,6 +18,9 @@ from voxwire.core.config import Settings, load_settings
 from voxwire.core.errors import VoxwireError
 from voxwire.models import registry
 from voxwire_client.config import ClientConfig, config_path, load_config, save_config
+
+if TYPE_CHECKING:
+    from voxwire.platform import Bootstrap, Platform
 
 
 def up(
@@ -60,14 +63,14 @@ def up(
         "data_dir": data_dir,
     }
     try:
-        settings = load_settings(None, **overrides)
+        settings = load_settings(None, mode="distributed" if distributed else None, **overrides)
         # whisper.cpp's ggml file is built on first use; faster-whisper reads the shipped folder
         model_path = _model(settings.model) if settings.engine == "whispercpp" else None
         if distributed:
             from voxwire.cli.up_distributed import serve_distributed
 
             given = {name: str(value) for name, value in overrides.items() if value is not None}
-            serve_distributed(settings.model_copy(update={"mode": "distributed"}), given)
+            serve_distributed(settings, given)
             return
         asyncio.run(_serve(settings, model_path))
     except VoxwireError as exc:
@@ -81,24 +84,35 @@ def _model(name: str) -> Path:
 
 
 async def _serve(settings: Settings, model_path: Path | None) -> None:
-    from voxwire.platform.embedded import EmbeddedPlatform  # the heavy imports, only when serving
+    from voxwire.platform import build  # the heavy imports, only when serving
 
-    platform = EmbeddedPlatform(settings, model_path=model_path)
-    bootstrap = await platform.ensure_key()
-    with console.status("starting voxwire…"):
-        await platform.start()
+    async with build(settings, model_path=model_path) as platform:
+        bootstrap = await platform.ensure_key()
+        with console.status("starting voxwire…"):
+            await platform.start()
+        await _announce(platform, bootstrap)
+        await _until_stopped(platform)
+
+
+async def _announce(platform: Platform, bootstrap: Bootstrap) -> None:
+    """Write the client config and print where voxwire listens."""
     settings = platform.settings
-    host = settings.advertised_host
+    mqtt_url, ws_url = settings.broker_urls
     client = ClientConfig(
-        url=f"http://{host}:{settings.http_port}",
-        mqtt_url=f"mqtt://{host}:{settings.mqtt_port}",
-        ws_url=f"ws://{host}:{settings.ws_port}/mqtt",
+        url=f"http://{settings.advertised_host}:{settings.http_port}",
+        mqtt_url=mqtt_url,
+        ws_url=ws_url,
         api_key=_client_key(bootstrap.key.plaintext if bootstrap.key else None),
     )
-    if client.api_key and await platform.store.verify_api_key(client.api_key) is None:
+    store = await platform.adapters.store()
+    if client.api_key and await store.verify_api_key(client.api_key) is None:
         client = ClientConfig(client.url, None, client.mqtt_url, client.ws_url)
     path = save_config(client)
     _banner(settings, client, path, new_key=bootstrap.key.plaintext if bootstrap.key else None)
+
+
+async def _until_stopped(platform: Platform) -> None:
+    """Run until a component fails, Ctrl-C or SIGTERM; then stop."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 
+from voxwire.access.keys import NewKey
 from voxwire.cli.common import console
 from voxwire.core.config import Settings
 from voxwire_client.config import ClientConfig, save_config
@@ -21,10 +22,9 @@ def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
     """Run the roles until one exits or Ctrl-C; ``overrides`` (setting name -> value,
     from the command line) reach them as ``VOXWIRE_*`` variables."""
     from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
-    from voxwire.platform import distributed
 
     kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=settings.namespace or None)
-    _, key = asyncio.run(distributed.create_key(settings, "default", "created by voxwire up"))
+    key = asyncio.run(_new_key(settings))
     client = ClientConfig(
         url=f"http://{settings.advertised_host}:{settings.http_port}",
         api_key=key.plaintext,
@@ -57,3 +57,12 @@ def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
                 child.wait(20)
             except subprocess.TimeoutExpired:
                 child.kill()
+
+
+async def _new_key(settings: Settings) -> NewKey:
+    """A key of the default tenant, stored and registered with the broker."""
+    from voxwire.platform import build
+
+    async with build(settings) as platform:
+        _, key = await platform.create_key("default", "created by voxwire up")
+    return key

@@ -3,6 +3,21 @@
 The file is ``$VOXWIRE_CONFIG`` or ``<user config dir>/voxwire/server.toml``;
 each field can be set in the environment as ``VOXWIRE_<FIELD>`` (upper case),
 e.g. ``VOXWIRE_HTTP_PORT=9000``.
+
+``mode`` is a preset of the adapter settings (:data:`PRESETS`); any of them
+set explicitly wins over the preset::
+
+    mode         bus     store     search      broker
+    embedded     memory  sqlite    sqlite      embedded   (one process, nothing to install)
+    distributed  kafka   postgres  opensearch  external   (the servers of `make services`)
+
+Refused combinations (:class:`~voxwire.core.errors.ConfigError`, with a hint):
+
+- ``broker=embedded`` with ``store=postgres``: the embedded broker checks every
+  MQTT connection against the store synchronously, which only SQLite answers;
+- ``broker=external`` with an ``mqtt_url`` that is not ``mqtt://`` or ``mqtts://``.
+
+A process that runs only some roles has more rules (``voxwire.platform``).
 """
 
 from __future__ import annotations
@@ -12,12 +27,37 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from voxwire.core.errors import ConfigError
 from voxwire_client.api import RedactMode
+
+BusName = Literal["memory", "kafka"]
+StoreName = Literal["sqlite", "postgres"]
+SearchName = Literal["sqlite", "opensearch"]
+BrokerName = Literal["embedded", "external"]
+
+PRESETS: dict[str, dict[str, str]] = {
+    "embedded": {"bus": "memory", "store": "sqlite", "search": "sqlite", "broker": "embedded"},
+    "distributed": {
+        "bus": "kafka",
+        "store": "postgres",
+        "search": "opensearch",
+        "broker": "external",
+    },
+}
+"""What each ``mode`` chooses for the adapter settings left unset."""
 
 
 class Settings(BaseModel):
@@ -25,7 +65,19 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mode: Literal["embedded", "distributed"] = "embedded"
+    mode: Literal["embedded", "distributed"] = Field(
+        default="embedded", description="a preset of bus, store, search and broker (PRESETS)"
+    )
+    bus: BusName = Field(default="memory", description="job bus: memory (one process) or kafka")
+    store: StoreName = Field(
+        default="sqlite", description="history and keys: sqlite, or postgres (with Redis)"
+    )
+    search: SearchName = Field(default="sqlite", description="search index: sqlite or opensearch")
+    broker: BrokerName = Field(
+        default="embedded",
+        description="MQTT broker: embedded (in this process), or external at mqtt_url "
+        "(Mosquitto with dynamic security, EMQX)",
+    )
     host: str = "127.0.0.1"
     public_host: str | None = Field(
         default=None, description="host name printed for clients (default: host)"
@@ -120,6 +172,31 @@ class Settings(BaseModel):
         default=None, description="audio shared by gateway and workers (default: data_dir)"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_preset(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        preset = PRESETS.get(str(data.get("mode") or "embedded"), {})
+        unset = {name: value for name, value in preset.items() if data.get(name) in (None, "")}
+        return {**data, **unset}
+
+    @model_validator(mode="after")
+    def _refuse_conflicts(self) -> Settings:
+        if self.broker == "embedded" and self.store == "postgres":
+            raise ConfigError(
+                "the embedded broker cannot use the postgres store: it checks every MQTT "
+                "connection against the store synchronously, which only SQLite answers",
+                hint="set VOXWIRE_BROKER=external (Mosquitto or EMQX at VOXWIRE_MQTT_URL), "
+                "or VOXWIRE_STORE=sqlite",
+            )
+        if self.broker == "external" and urlsplit(self.mqtt_url).scheme not in ("mqtt", "mqtts"):
+            raise ConfigError(
+                f"mqtt_url {self.mqtt_url!r} must start with mqtt:// or mqtts://",
+                hint="set VOXWIRE_MQTT_URL",
+            )
+        return self
+
     @property
     def advertised_host(self) -> str:
         return self.public_host or self.host
@@ -127,7 +204,7 @@ class Settings(BaseModel):
     @property
     def broker_urls(self) -> tuple[str, str]:
         """(MQTT URL, MQTT-over-WebSocket URL) that clients should use."""
-        if self.mode == "distributed":
+        if self.broker == "external":
             return self.mqtt_url, self.ws_url
         host = self.advertised_host
         return f"mqtt://{host}:{self.mqtt_port}", f"ws://{host}:{self.ws_port}/mqtt"

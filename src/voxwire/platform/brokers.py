@@ -1,0 +1,212 @@
+"""The MQTT broker: the one in this process, or an external one at ``mqtt_url``.
+
+``BROKERS`` maps the ``broker`` setting to a :class:`BrokerKind`:
+
+- ``embedded``: :class:`~voxwire.broker.embedded.EmbeddedBroker` in this process.
+  It asks the (SQLite) store about every connection, so nothing needs syncing
+  (:class:`~voxwire.broker.dynsec.NoAccessSync`); voxwire's own clients sign
+  in as the service user with a secret made at start-up.
+- ``external``: Mosquitto (or EMQX) at ``mqtt_url``, ``mqtts://`` for TLS;
+  keys and sessions are kept in sync with its dynamic-security plugin
+  (:class:`~voxwire.broker.dynsec.DynsecAccess`).
+
+Either way :class:`BrokerLink` says how the relay's publisher and the bridge's
+ingest reach it, built by :func:`publisher` and :func:`ingest`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import socket
+import ssl
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from voxwire.access.rules import SERVICE_USER, PlatformAuthenticator, SessionAuthorizer
+from voxwire.access.tokens import TokenIssuer
+from voxwire.bridge.ingest import SHARE_GROUP, MqttIngest
+from voxwire.broker.dynsec import AccessControl, DynsecAccess, NoAccessSync
+from voxwire.broker.embedded import EmbeddedBroker
+from voxwire.broker.mqtt import MqttConnection
+from voxwire.bus import Bus
+from voxwire.core.config import Settings
+from voxwire.core.errors import ConfigError
+from voxwire.platform.choices import instance_name
+from voxwire.store import SqliteStore, Store
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerLink:
+    """How voxwire's own clients reach the broker, and what it bound."""
+
+    host: str
+    port: int
+    username: str
+    password: str
+    tls: ssl.SSLContext | None
+    relay_client_id: str
+    relay_session_expiry_s: int
+    relay_max_inflight: int
+    ingest_client_id: str
+    share_group: str | None
+    """None: a plain subscription (a broker without shared subscriptions)."""
+    bound: Mapping[str, int]
+    """Settings the broker bound here (a port of 0 becomes a free one)."""
+
+
+def publisher(link: BrokerLink) -> MqttConnection:
+    """The relay's publishing session (results, progress, matches, query results)."""
+    return MqttConnection(
+        link.host,
+        link.port,
+        client_id=link.relay_client_id,
+        username=link.username,
+        password=link.password,
+        tls=link.tls,
+        session_expiry_s=link.relay_session_expiry_s,
+        max_inflight=link.relay_max_inflight,
+    )
+
+
+def ingest(link: BrokerLink, bus: Bus, settings: Settings) -> MqttIngest:
+    """What clients publish (audio, control, prompt queries) onto the bus."""
+    return MqttIngest(
+        bus,
+        link.host,
+        link.port,
+        client_id=link.ingest_client_id,
+        username=link.username,
+        password=link.password,
+        share_group=link.share_group,
+        tls=link.tls,
+        session_expiry_s=settings.ingest_session_expiry_s,
+    )
+
+
+# -- embedded ----------------------------------------------------------------------------
+
+
+def embedded_broker(
+    settings: Settings, store: SqliteStore, service_secret: str, tokens: TokenIssuer
+) -> EmbeddedBroker:
+    """The in-process broker with voxwire's access rules."""
+    return EmbeddedBroker(
+        PlatformAuthenticator(service_secret, store.tenant_id_for_key, tokens),
+        SessionAuthorizer(store.session_owner),
+        host=settings.host,
+        tcp_port=settings.mqtt_port,
+        ws_port=settings.ws_port,
+    )
+
+
+@contextlib.asynccontextmanager
+async def start_embedded(
+    settings: Settings, store: Store, tokens: Callable[[], TokenIssuer]
+) -> AsyncIterator[BrokerLink]:
+    if not isinstance(store, SqliteStore):
+        raise ConfigError(
+            "the embedded broker needs the sqlite store",
+            hint="set VOXWIRE_BROKER=external, or VOXWIRE_STORE=sqlite",
+        )
+    secret = secrets.token_urlsafe(32)
+    broker = embedded_broker(settings, store, secret, tokens())
+    await broker.start()
+    try:
+        yield BrokerLink(
+            host=settings.host,
+            port=broker.tcp_port,
+            username=SERVICE_USER,
+            password=secret,
+            tls=None,
+            relay_client_id=f"voxwire-relay-{secrets.token_hex(3)}",
+            relay_session_expiry_s=24 * 3600,
+            relay_max_inflight=20,
+            ingest_client_id="voxwire-ingest",
+            share_group=None,
+            bound={"mqtt_port": broker.tcp_port, "ws_port": broker.ws_port or 0},
+        )
+    finally:
+        await broker.stop()
+
+
+@contextlib.asynccontextmanager
+async def no_access_sync(_settings: Settings) -> AsyncIterator[AccessControl]:
+    yield NoAccessSync()  # the embedded broker asks the store
+
+
+# -- external ----------------------------------------------------------------------------
+
+
+def broker_address(settings: Settings) -> tuple[str, int]:
+    parts = urlsplit(settings.mqtt_url)
+    tls = parts.scheme == "mqtts"
+    return parts.hostname or "127.0.0.1", parts.port or (8883 if tls else 1883)
+
+
+def broker_tls(settings: Settings) -> ssl.SSLContext | None:
+    """TLS for voxwire's own broker connections when ``mqtt_url`` is ``mqtts://``,
+    verifying the broker with ``mqtt_ca_file`` (or the system's CAs); the settings
+    refuse any other scheme for an external broker."""
+    if urlsplit(settings.mqtt_url).scheme != "mqtts":
+        return None
+    cafile = str(settings.mqtt_ca_file) if settings.mqtt_ca_file else None
+    return ssl.create_default_context(cafile=cafile)
+
+
+@contextlib.asynccontextmanager
+async def attach_external(
+    settings: Settings, _store: Store, _tokens: Callable[[], TokenIssuer]
+) -> AsyncIterator[BrokerLink]:
+    host, port = broker_address(settings)
+    ns = settings.namespace
+    yield BrokerLink(
+        host=host,
+        port=port,
+        username=settings.mqtt_username,
+        password=settings.mqtt_password.get_secret_value(),
+        tls=broker_tls(settings),
+        relay_client_id=instance_name("relay"),
+        relay_session_expiry_s=60,
+        relay_max_inflight=1000,
+        ingest_client_id=f"voxwire-ingest-{ns + '-' if ns else ''}{socket.gethostname()}",
+        share_group=f"{SHARE_GROUP}-{ns}" if ns else SHARE_GROUP,
+        bound={},
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_dynsec(settings: Settings) -> AsyncIterator[AccessControl]:
+    """The broker's dynamic-security plugin, over one admin connection."""
+    host, port = broker_address(settings)
+    access = DynsecAccess(
+        host,
+        port,
+        settings.mqtt_username,
+        settings.mqtt_password.get_secret_value(),
+        tls=broker_tls(settings),
+    )
+    await asyncio.to_thread(access.connect)
+    try:
+        yield access
+    finally:
+        await asyncio.to_thread(access.close)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerKind:
+    attach: Callable[
+        [Settings, Store, Callable[[], TokenIssuer]], AbstractAsyncContextManager[BrokerLink]
+    ]
+    """Start (embedded) or address (external) the broker: (settings, store, token issuer)."""
+    access: Callable[[Settings], AbstractAsyncContextManager[AccessControl]]
+    """What keeps the broker's access rules in step with keys and sessions."""
+
+
+BROKERS: Mapping[str, BrokerKind] = {
+    "embedded": BrokerKind(start_embedded, no_access_sync),
+    "external": BrokerKind(attach_external, open_dynsec),
+}

@@ -1,0 +1,158 @@
+"""``build(settings) -> Platform``: the one composition root.
+
+A :class:`Platform` runs some roles (``voxwire gateway``) or all of them
+(``voxwire up``) on the adapters its settings name. Use it as an async
+context manager, or call :meth:`Platform.start` and :meth:`Platform.stop`::
+
+    async with build(settings) as platform:
+        await platform.ensure_key()
+        await platform.start()
+        await platform.wait()
+
+:meth:`Platform.run` does that for one role process: it returns when a
+component fails, and stops cleanly when cancelled (SIGTERM, Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import uvicorn
+
+from voxwire.access.keys import NewKey, generate_key
+from voxwire.core.config import Settings
+from voxwire.platform.adapters import Adapters
+from voxwire.platform.roles import (
+    GATEWAY,
+    ROLES,
+    Role,
+    check_roles,
+    start_bridge,
+    start_gateway,
+    start_worker,
+)
+
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Bootstrap:
+    """A key created at start-up because none existed (shown once)."""
+
+    key: NewKey | None
+
+
+def build(
+    settings: Settings, roles: Iterable[str] = ROLES, *, model_path: Path | None = None
+) -> Platform:
+    """The platform for ``roles`` on the adapters ``settings`` name (nothing opened yet);
+    ``model_path``: a model file for the engines instead of ``settings.model``."""
+    return Platform(settings, check_roles(settings, roles), model_path=model_path)
+
+
+class Platform:
+    """Roles of voxwire in this process; :attr:`settings` has the ports bound."""
+
+    def __init__(
+        self, settings: Settings, roles: tuple[Role, ...], *, model_path: Path | None = None
+    ) -> None:
+        self.roles = roles
+        self._stack = AsyncExitStack()
+        self._name = roles[0] if len(roles) == 1 else "up"
+        self.adapters = Adapters(settings, self._stack, self._name)
+        self._model_path = model_path
+        self._tasks: list[asyncio.Task[None]] = []
+        self._server: uvicorn.Server | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.adapters.settings
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- keys ----------------------------------------------------------------------------
+
+    async def create_key(self, tenant_name: str, label: str) -> tuple[str, NewKey]:
+        """A new API key of ``tenant_name`` (created when missing), stored hashed and
+        registered with the broker; (tenant id, key)."""
+        store = await self.adapters.store()
+        access = await self.adapters.access()
+        tenant = await store.tenant_by_name(tenant_name) or await store.create_tenant(tenant_name)
+        key = generate_key()
+        await store.add_api_key(tenant.id, key, label)
+        await access.add_key(tenant.id, key.key_id, key.plaintext)
+        return tenant.id, key
+
+    async def ensure_key(self) -> Bootstrap:
+        """Create a default tenant and key when the store has no active key."""
+        store = await self.adapters.store()
+        if any(k.revoked_at is None for k in await store.list_api_keys()):
+            return Bootstrap(key=None)
+        _, key = await self.create_key(DEFAULT_TENANT, "created by voxwire up")
+        return Bootstrap(key=key)
+
+    # -- running -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the roles; returns once they run and the gateway (if any) listens.
+        On failure, what was started is stopped again."""
+        try:
+            if "worker" in self.roles:
+                self._tasks += await start_worker(self.adapters, self._model_path)
+            if "bridge" in self.roles:
+                self._tasks += await start_bridge(self.adapters)
+            if "gateway" in self.roles:
+                workers = self.settings.workers if "worker" in self.roles else 0
+                self._server, tasks = await start_gateway(self.adapters, workers)
+                self._tasks += tasks
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def wait(self) -> None:
+        """Run until a component ends or fails (its exception is raised)."""
+        done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+
+    async def run(self) -> None:
+        """Start, run until a component ends or fails or this is cancelled, stop."""
+        try:
+            await self.start()
+            await self.wait()
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Let the gateway finish its requests, cancel the other tasks, close the
+        adapters (last opened, first closed); safe to call more than once, and the
+        platform can be started again."""
+        if self._server is not None:
+            self._server.should_exit = True
+        for task in self._tasks:
+            if task.get_name() != GATEWAY:
+                task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        self._server = None
+        await self._stack.aclose()
+        self.adapters = Adapters(self.settings, self._stack, self._name)  # nothing open

@@ -1,0 +1,214 @@
+"""The roles a process runs, each started from the adapters it needs.
+
+- ``worker``: the file worker (uploads) and the stream worker (live audio),
+  on ``workers + 1`` engine instances (the first one serves live streams);
+- ``bridge``: the relay (results -> store -> broker), the segment indexer,
+  prompt queries and the ingest (what clients publish -> bus);
+- ``gateway``: the HTTP API on ``host:http_port``.
+
+Each start function returns the tasks of its role once they run (the
+gateway's once it listens); what it opened is closed with the adapters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal, get_args
+
+import uvicorn
+
+from voxwire.bridge.indexer import SegmentIndexer
+from voxwire.bridge.queries import QueryService
+from voxwire.bridge.relay import ResultRelay
+from voxwire.broker.dynsec import DynsecAccess
+from voxwire.core import metrics
+from voxwire.core.config import Settings
+from voxwire.core.errors import ConfigError, MqttError
+from voxwire.gateway.app import GatewayContext, create_app
+from voxwire.platform.adapters import Adapters
+from voxwire.platform.brokers import ingest, publisher
+from voxwire.workers.engine import Engine, EngineOptions
+from voxwire.workers.engines import create_engine
+from voxwire.workers.file_worker import FileWorker
+from voxwire.workers.stream_worker import StreamWorker
+
+log = logging.getLogger(__name__)
+
+Role = Literal["worker", "bridge", "gateway"]
+ROLES: tuple[Role, ...] = get_args(Role)
+"""Every role, in the order they start: the gateway last, once there is someone to serve."""
+
+_ONE_PROCESS = (
+    ("bus", "memory", "kafka", "the memory bus is a queue inside one process"),
+    ("broker", "embedded", "external", "the embedded broker lives inside `voxwire up`"),
+    ("store", "sqlite", "postgres", "every process must see the same sessions and keys"),
+    ("search", "sqlite", "opensearch", "the indexer and the searches must share one index"),
+)
+
+
+def check_roles(settings: Settings, roles: Iterable[str]) -> tuple[Role, ...]:
+    """``roles`` in start order; a ConfigError for an unknown role, or for a process
+    running only some roles on an adapter that lives in one process."""
+    wanted = set(roles)
+    unknown = wanted - set(ROLES)
+    if unknown or not wanted:
+        raise ConfigError(
+            f"unknown role(s) {sorted(unknown)}" if unknown else "no role to run",
+            hint=f"roles are {', '.join(ROLES)}",
+        )
+    chosen = tuple(role for role in ROLES if role in wanted)
+    if chosen == ROLES:
+        return chosen
+    for setting, local, shared, why in _ONE_PROCESS:
+        if getattr(settings, setting) == local:
+            raise ConfigError(
+                f"{setting}={local} needs every role in one process ({why}); "
+                f"this process runs only {', '.join(chosen)}",
+                hint=f"set VOXWIRE_{setting.upper()}={shared} (or VOXWIRE_MODE=distributed), "
+                "or run every role with `voxwire up`",
+            )
+    return chosen
+
+
+# -- worker ------------------------------------------------------------------------------
+
+
+def load_engines(settings: Settings, model_path: Path | None) -> list[Engine]:
+    """One engine for live streams, then ``workers`` for files."""
+    model = model_path or settings.model  # each engine resolves a name
+    engines: list[Engine] = []
+    try:
+        for _ in range(settings.workers + 1):
+            engines.append(create_engine(settings.engine, model))
+    except BaseException:
+        for engine in engines:
+            engine.close()
+        raise
+    return engines
+
+
+async def start_worker(adapters: Adapters, model_path: Path | None) -> list[asyncio.Task[None]]:
+    settings = adapters.settings
+    engines = await asyncio.to_thread(load_engines, settings, model_path)
+
+    async def close_engines() -> None:
+        for engine in engines:
+            engine.close()
+
+    adapters.on_close(close_engines)
+    options = EngineOptions(
+        language=settings.language, beam_size=settings.beam_size, threads=settings.threads
+    )
+    checkpoints = await adapters.checkpoints()
+    if settings.metrics_port:
+        metrics.serve(settings.metrics_port, settings.host)
+    bus = await adapters.bus()
+    files = FileWorker(bus, adapters.blobs(), engines[1:], options)
+    streams = StreamWorker(
+        bus, engines[0], options, checkpoints=checkpoints, batch_finals=settings.batch_finals
+    )
+    return [
+        asyncio.create_task(files.run(), name="worker"),
+        asyncio.create_task(streams.run(), name="streams"),
+    ]
+
+
+# -- bridge ------------------------------------------------------------------------------
+
+
+async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
+    store = await adapters.store()
+    bus = await adapters.bus()
+    index = await adapters.search()
+    link = await adapters.broker()
+    settings = adapters.settings
+    publishing = publisher(link)
+    await asyncio.to_thread(publishing.connect)
+    adapters.on_close(lambda: asyncio.to_thread(publishing.close))
+    relay = ResultRelay(bus, store, publishing, expiry_s=settings.message_expiry_s)
+    indexer = SegmentIndexer(bus, store, index)
+    queries = QueryService(bus, store, index, publishing)
+    return [
+        asyncio.create_task(relay.run(), name="relay"),
+        asyncio.create_task(indexer.run(), name="indexer"),
+        asyncio.create_task(queries.run(), name="queries"),
+        asyncio.create_task(ingest(link, bus, settings).run(), name="ingest"),
+    ]
+
+
+# -- gateway -----------------------------------------------------------------------------
+
+GATEWAY = "gateway"
+"""The task that serves HTTP: stopped by asking uvicorn to exit, not cancelled."""
+
+
+async def start_gateway(
+    adapters: Adapters, workers: int
+) -> tuple[uvicorn.Server, list[asyncio.Task[None]]]:
+    """``workers``: the engine instances for files in this process (0: elsewhere)."""
+    store = await adapters.store()
+    bus = await adapters.bus()
+    index = await adapters.search()
+    access = await adapters.access()
+    http_socket = listen(adapters.settings.host, adapters.settings.http_port)
+    adapters.bind(http_port=http_socket.getsockname()[1])
+    context = GatewayContext(
+        adapters.settings,
+        store,
+        bus,
+        adapters.blobs(),
+        workers=workers,
+        search=index,
+        access=access,
+        tokens=adapters.tokens(),
+    )
+    config = uvicorn.Config(
+        create_app(context),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        timeout_keep_alive=75,
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[http_socket]), name=GATEWAY)
+    tasks = [serving]
+    if isinstance(access, DynsecAccess):
+        tasks.append(asyncio.create_task(sweep_tokens(access), name="token-sweep"))
+    while not server.started:
+        if serving.done():
+            serving.result()
+        await asyncio.sleep(0.02)
+    return server, tasks
+
+
+async def sweep_tokens(access: DynsecAccess, every_s: float = 60.0) -> None:
+    """Mosquitto does not know when a token expires: delete expired tokens' clients."""
+    while True:
+        try:
+            removed = await access.remove_expired_tokens(time.time())
+            if removed:
+                log.info("removed %d expired session tokens from the broker", removed)
+        except MqttError as exc:
+            log.warning("could not sweep expired session tokens: %s", exc)
+        await asyncio.sleep(every_s)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} for HTTP: {exc.strerror}",
+            hint="another voxwire may be running; stop it or choose another --http-port",
+        ) from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
