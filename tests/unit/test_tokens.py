@@ -8,6 +8,8 @@ import pytest
 from voxwire.access.principal import Principal
 from voxwire.access.rules import PlatformAuthenticator, SessionAuthorizer
 from voxwire.access.tokens import MAX_TTL_S, TokenError, TokenIssuer, load_secret, looks_like_token
+from voxwire.core.errors import AuthError
+from voxwire.core.ratelimit import RateLimitedError
 from voxwire_client.errors import InvalidSessionIdError
 
 SECRET = b"k" * 32
@@ -87,3 +89,9 @@ def test_the_secret_is_made_once_and_kept_private(tmp_path: pytest.TempPathFacto
     secret = load_secret(path)
     assert len(secret) == 32 and load_secret(path) == secret
     assert path.stat().st_mode & 0o077 == 0
+
+
+def test_a_bad_token_is_an_auth_error() -> None:
+    assert issubclass(TokenError, AuthError)
+    assert not issubclass(TokenError, RateLimitedError)
+    assert TokenError("x").code == "bad_token"
