@@ -243,10 +243,12 @@ def test_parse_connect_reads_credentials_and_will() -> None:
 class _BrokenRules:
     """An authenticator and authorizer whose backend is down."""
 
-    def authenticate(self, client_id: str, username: str | None, password: str | None) -> None:
+    async def authenticate(
+        self, client_id: str, username: str | None, password: str | None
+    ) -> None:
         raise ConnectionError("user database unreachable")
 
-    def allow(self, principal: object, topic: str, action: str) -> bool:
+    async def allow(self, principal: object, topic: str, action: str) -> bool:
         raise ConnectionError("policy service unreachable")
 
 

@@ -45,7 +45,6 @@ import logging
 import ssl
 import struct
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
@@ -260,16 +259,15 @@ class _Gate:
         self.authorizer = authorizer
         self.admitted: dict[tuple[str, int], Principal] = {}
         self.throttled = 0  # times a user's connection was read more slowly
-        # Credentials are checked on threads of their own, so a busy default
-        # executor (engines, decoding) can never hold up a CONNECT.
-        self.auth_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqtt-auth")
 
-    def allow(self, session: Session | None, topic: str | None, action: AmqttAction | None) -> bool:
+    async def allow(
+        self, session: Session | None, topic: str | None, action: AmqttAction | None
+    ) -> bool:
         principal = _principal_of(session)
         if principal is None or topic is None or action is None:
             return False
         try:
-            return bool(self.authorizer.allow(principal, topic, action.value))
+            return bool(await self.authorizer.allow(principal, topic, action.value))
         except Exception:
             log.exception(
                 "authorizer failed: %s %s by %s denied", action.value, topic, principal.name
@@ -309,7 +307,7 @@ class _TopicPlugin(BaseTopicPlugin):  # type: ignore[misc]
         action: AmqttAction | None = None,
     ) -> bool:
         gate: _Gate = self.context.config.gate
-        return gate.allow(session, topic, action)
+        return await gate.allow(session, topic, action)
 
 
 class _SubscriptionTable(dict[str, list[tuple["Session", int]]]):
@@ -408,12 +406,8 @@ class _Broker(Broker):  # type: ignore[misc]
         if connect.level != 4:
             raise _Refused(f"protocol level {connect.level}", _connack(0x01))
         try:
-            principal = await asyncio.get_running_loop().run_in_executor(
-                self._gate.auth_pool,
-                self._gate.authenticator.authenticate,
-                connect.client_id,
-                connect.username,
-                connect.password,
+            principal = await self._gate.authenticator.authenticate(
+                connect.client_id, connect.username, connect.password
             )
         except Exception as exc:
             log.exception("authenticator failed for user %r", connect.username)
@@ -466,7 +460,7 @@ class _Broker(Broker):  # type: ignore[misc]
         for topic, message in list(self.retained_messages.items()):
             if not self._matches(topic, topic_filter):
                 continue
-            if not self._gate.allow(session, topic, AmqttAction.RECEIVE):
+            if not await self._gate.allow(session, topic, AmqttAction.RECEIVE):
                 continue
             qos = min(granted, message.qos if message.qos is not None else granted)
             sends.append(handler.mqtt_publish(topic, message.data, qos, retain=True))
