@@ -16,13 +16,9 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 
-from voxwire.broker.embedded import (
-    CLIENT_BURST_BYTES,
-    CLIENT_BYTES_PER_S,
-    MAX_PACKET_BYTES,
-    EmbeddedBroker,
-    parse_connect,
-)
+from voxwire.broker.connect import parse_connect
+from voxwire.broker.embedded import EmbeddedBroker
+from voxwire.broker.gate import CLIENT_BURST_BYTES, CLIENT_BYTES_PER_S, MAX_PACKET_BYTES
 from voxwire.core.errors import MqttError
 
 from .conftest import (
