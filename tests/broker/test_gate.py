@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from amqtt.adapters import BufferReader
+from amqtt.adapters import BufferReader, WriterAdapter
+from amqtt.errors import NoDataError
 
 from voxwire.access.principal import Principal
 from voxwire.broker.connect import Refused
-from voxwire.broker.gate import CLIENT_BYTES_PER_S, AccessGate
+from voxwire.broker.gate import CLIENT_BYTES_PER_S, MAX_PACKET_BYTES, AccessGate, ReplayReader
 
 from .conftest import USERS, DictAuthenticator, PrefixAuthorizer
 
@@ -59,3 +60,34 @@ async def test_the_gate_refuses_with_the_right_connack(packet: bytes, connack: b
         await gate.admit(BufferReader(packet), PEER, holders.get)
     assert refused.value.connack == connack
     assert PEER not in gate.admitted
+
+
+class _Writer(WriterAdapter):  # type: ignore[misc]
+    closed = False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    async def drain(self) -> None:
+        pass
+
+    def get_peer_info(self) -> tuple[str, int]:
+        return PEER
+
+    def get_ssl_info(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+async def test_after_an_oversized_packet_the_connection_reads_nothing_more() -> None:
+    writer = _Writer()
+    rest = b"\x00" * 64  # the oversized packet's bytes already received
+    reader = ReplayReader(b"\x30", BufferReader(rest), writer, PEER, _gate(), None)
+    assert await reader.read(1) == b"\x30"
+    with pytest.raises(NoDataError):
+        await reader.read(MAX_PACKET_BYTES + 1)
+    assert writer.closed
+    with pytest.raises(NoDataError):
+        await reader.read(1)

@@ -5,6 +5,7 @@ from voxwire.access.rules import (
     SERVICE_USER,
     PlatformAuthenticator,
     SessionAuthorizer,
+    may_take_client_id,
     token_grants,
 )
 
@@ -113,3 +114,9 @@ async def test_a_tokens_grants_as_filters_match_the_topic_rules() -> None:
     assert await authz.allow(holder, "transcription/s_a/+", "subscribe")
     assert await authz.allow(holder, "audio/s_a/chunk/3", "publish")
     assert await authz.allow(holder, "audio/s_a/control", "publish")
+
+
+def test_a_client_id_goes_only_to_the_principal_whose_session_holds_it() -> None:
+    assert may_take_client_id(alice, None)
+    assert may_take_client_id(alice, Principal("t_alice", key_id="0a1b2c3d"))
+    assert not may_take_client_id(alice, Principal("t_bob"))

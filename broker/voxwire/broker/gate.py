@@ -37,6 +37,7 @@ from amqtt.errors import NoDataError
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 
 from voxwire.access.principal import Authenticator, Authorizer, Principal
+from voxwire.access.rules import may_take_client_id
 from voxwire.broker.connect import (
     BAD_CREDENTIALS,
     CONNACK_V5_UNSUPPORTED,
@@ -106,8 +107,7 @@ class AccessGate:
         if principal is None:
             code = NOT_AUTHORIZED if connect.username is None else BAD_CREDENTIALS
             raise Refused(f"credentials refused for user {connect.username!r}", connack(code))
-        holder = holder_of(connect.client_id)
-        if holder is not None and holder.name != principal.name:
+        if not may_take_client_id(principal, holder_of(connect.client_id)):
             reason = f"client id {connect.client_id!r} belongs to another principal"
             raise Refused(reason, connack(IDENTIFIER_REJECTED))
         self.admitted[peer] = principal
@@ -138,7 +138,9 @@ class AccessGate:
 class ReplayReader(ReaderAdapter):  # type: ignore[misc]  # amqtt is untyped
     """Serves the bytes the gate already read, then the connection's own; a
     read of more than ``MAX_PACKET_BYTES`` (a packet's body: amqtt reads it in
-    one call) ends the connection instead."""
+    one call) ends the connection instead, and every later read finds no data
+    (amqtt would otherwise parse the rest of the oversized packet, already
+    received, as a stream of reserved packets)."""
 
     def __init__(
         self,
@@ -155,9 +157,13 @@ class ReplayReader(ReaderAdapter):  # type: ignore[misc]  # amqtt is untyped
         self._peer = peer
         self._gate = gate
         self._limits = limits
+        self._ended = False
 
     async def read(self, n: int = -1) -> bytes:
+        if self._ended:
+            raise NoDataError("connection ended")
         if n > MAX_PACKET_BYTES:
+            self._ended = True
             log.warning(
                 "closing MQTT connection from %s:%s: a packet of %d bytes (limit %d)",
                 *self._peer,

@@ -48,6 +48,13 @@ def key_principal(tenant_id: str, key_id: str | None) -> Principal:
     return Principal(name=tenant_id, key_id=key_id)
 
 
+def may_take_client_id(principal: Principal, holder: Principal | None) -> bool:
+    """Whether ``principal`` may connect with a client id whose session ``holder``
+    has (None: no session): only its own, so one user cannot take over another
+    user's session and its subscriptions."""
+    return holder is None or holder.name == principal.name
+
+
 class PlatformAuthenticator:
     """The service user by its secret, a session token, or an API key.
 
