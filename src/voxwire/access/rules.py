@@ -5,7 +5,8 @@ subscribe to and receive ``transcription/<sid>/...`` only for sessions of their
 tenant. Browsers connect with a session token (:mod:`voxwire.access.tokens`) as
 password instead, and reach only the sessions it names, until it expires.
 voxwire's own components connect as the service principal with a secret made
-at start-up, and may use every topic.
+at start-up, and may use every topic. A client id held by one principal's
+session is not given to another.
 
 Both classes await their lookups (``Store.tenant_id_for_key``,
 ``Store.session_owner``), so they work over any store; the authorizer keeps
