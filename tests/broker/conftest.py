@@ -38,7 +38,7 @@ class DictAuthenticator:
     def __init__(self, users: dict[str, tuple[str, Principal]]) -> None:
         self.users = users
 
-    def authenticate(
+    async def authenticate(
         self, client_id: str, username: str | None, password: str | None
     ) -> Principal | None:
         entry = self.users.get(username or "")
@@ -50,7 +50,7 @@ class DictAuthenticator:
 class PrefixAuthorizer:
     """Services may do anything; a user only below its own prefix (wildcards included)."""
 
-    def allow(self, principal: Principal, topic: str, action: Action) -> bool:
+    async def allow(self, principal: Principal, topic: str, action: Action) -> bool:
         if principal.is_service:
             return True
         prefix = USER_PREFIX.get(principal.name)

@@ -16,13 +16,9 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 
-from voxwire.broker.embedded import (
-    CLIENT_BURST_BYTES,
-    CLIENT_BYTES_PER_S,
-    MAX_PACKET_BYTES,
-    EmbeddedBroker,
-    parse_connect,
-)
+from voxwire.broker.connect import parse_connect
+from voxwire.broker.embedded import EmbeddedBroker
+from voxwire.broker.gate import CLIENT_BURST_BYTES, CLIENT_BYTES_PER_S, MAX_PACKET_BYTES
 from voxwire.core.errors import MqttError
 
 from .conftest import (
@@ -243,10 +239,12 @@ def test_parse_connect_reads_credentials_and_will() -> None:
 class _BrokenRules:
     """An authenticator and authorizer whose backend is down."""
 
-    def authenticate(self, client_id: str, username: str | None, password: str | None) -> None:
+    async def authenticate(
+        self, client_id: str, username: str | None, password: str | None
+    ) -> None:
         raise ConnectionError("user database unreachable")
 
-    def allow(self, principal: object, topic: str, action: str) -> bool:
+    async def allow(self, principal: object, topic: str, action: str) -> bool:
         raise ConnectionError("policy service unreachable")
 
 

@@ -34,7 +34,6 @@ class Backend:
 
     store: Store
     raw: Callable[[], Awaitable[bytes]]
-    owner: Callable[[str], Awaitable[str | None]]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -46,10 +45,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         async def sqlite_raw() -> bytes:
             return b"".join(p.read_bytes() for p in tmp_path.glob("db.sqlite3*"))
 
-        async def sqlite_owner(sid: str) -> str | None:
-            return sqlite.session_owner(sid)
-
-        yield Backend(sqlite, sqlite_raw, sqlite_owner)
+        yield Backend(sqlite, sqlite_raw)
         await sqlite.close()
         return
     schema = fresh_schema()
@@ -61,7 +57,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
                 rows += await pg_query(schema, f"SELECT t::text FROM {table} t")
             return "\n".join(str(r[0]) for r in rows).encode()
 
-        yield Backend(pg, pg_raw, pg.session_owner)
+        yield Backend(pg, pg_raw)
 
 
 async def _session(
@@ -116,6 +112,24 @@ async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
     assert not await store.revoke_api_key(key.key_id)
     (info,) = await store.list_api_keys()
     assert info.revoked_at is not None and info.tenant_id == tenant.id
+
+
+async def test_the_brokers_lookups(backend: Backend) -> None:
+    """What access checks ask: the tenant of a key, the owner of a session."""
+    store = backend.store
+    acme, other = await store.create_tenant("acme"), await store.create_tenant("other")
+    key = generate_key()
+    await store.add_api_key(acme.id, key, "test")
+    await _session(store, "s_acme", acme.id)
+    await _session(store, "s_other", other.id)
+    assert await store.tenant_id_for_key(key.plaintext) == acme.id
+    for wrong in (key.plaintext + "x", "vxk_nope", "garbage", ""):
+        assert await store.tenant_id_for_key(wrong) is None, wrong
+    assert await store.session_owner("s_acme") == acme.id
+    assert await store.session_owner("s_other") == other.id
+    assert await store.session_owner("s_nobody") is None
+    assert await store.revoke_api_key(key.key_id)
+    assert await store.tenant_id_for_key(key.plaintext) is None
 
 
 async def test_tenants_by_id_and_name(backend: Backend) -> None:
@@ -183,7 +197,9 @@ async def test_fatal_error_fails_the_session(backend: Backend) -> None:
         "empty",
         2,
     )
-    assert await backend.owner("s2") == tenant.id and await backend.owner("nope") is None
+    assert (
+        await store.session_owner("s2") == tenant.id and await store.session_owner("nope") is None
+    )
 
 
 async def test_record_messages_batch_is_idempotent(backend: Backend) -> None:

@@ -1,39 +1,49 @@
+from tests.unit.lookups import lookup
+from voxwire.access.owners import CachedOwners
 from voxwire.access.principal import Principal
-from voxwire.access.rules import SERVICE_USER, PlatformAuthenticator, SessionAuthorizer
+from voxwire.access.rules import (
+    SERVICE_USER,
+    PlatformAuthenticator,
+    SessionAuthorizer,
+    may_take_client_id,
+    token_grants,
+)
 
 OWNERS = {"s_a": "t_alice", "s_b": "t_bob"}
-auth = PlatformAuthenticator("secret", {"key-alice": "t_alice"}.get)
-authz = SessionAuthorizer(OWNERS.get)
+auth = PlatformAuthenticator("secret", lookup({"key-alice": "t_alice"}))
+authz = SessionAuthorizer(lookup(OWNERS))
 alice = Principal("t_alice")
 
 
-def test_authentication() -> None:
-    assert auth.authenticate("c", "apikey", "key-alice") == alice
-    assert auth.authenticate("c", "apikey", "wrong") is None
-    assert auth.authenticate("c", None, None) is None
-    assert auth.authenticate("c", SERVICE_USER, "secret") == Principal(SERVICE_USER, True)
-    assert auth.authenticate("c", SERVICE_USER, "key-alice") is None
+async def test_authentication() -> None:
+    assert await auth.authenticate("c", "apikey", "key-alice") == alice
+    assert await auth.authenticate("c", "apikey", "wrong") is None
+    assert await auth.authenticate("c", None, None) is None
+    assert await auth.authenticate("c", SERVICE_USER, "secret") == Principal(SERVICE_USER, True)
+    assert await auth.authenticate("c", SERVICE_USER, "key-alice") is None
 
 
-def test_tenants_reach_only_their_sessions() -> None:
-    assert authz.allow(alice, "transcription/s_a/+", "subscribe")
-    assert authz.allow(alice, "transcription/s_a/result", "receive")
-    assert not authz.allow(alice, "transcription/s_b/+", "subscribe")
-    assert not authz.allow(alice, "transcription/+/result", "subscribe")
-    assert not authz.allow(alice, "transcription/#", "subscribe")
-    assert not authz.allow(alice, "transcription/s_a/#", "subscribe")
-    assert not authz.allow(alice, "transcription/s_a/result", "publish")
-    assert authz.allow(Principal(SERVICE_USER, True), "transcription/s_b/result", "publish")
+async def test_tenants_reach_only_their_sessions() -> None:
+    assert await authz.allow(alice, "transcription/s_a/+", "subscribe")
+    assert await authz.allow(alice, "transcription/s_a/result", "receive")
+    assert not await authz.allow(alice, "transcription/s_b/+", "subscribe")
+    assert not await authz.allow(alice, "transcription/+/result", "subscribe")
+    assert not await authz.allow(alice, "transcription/#", "subscribe")
+    assert not await authz.allow(alice, "transcription/s_a/#", "subscribe")
+    assert not await authz.allow(alice, "transcription/s_a/result", "publish")
+    assert await authz.allow(Principal(SERVICE_USER, True), "transcription/s_b/result", "publish")
 
 
-def test_a_key_reaches_only_its_own_query_topics() -> None:
+async def test_a_key_reaches_only_its_own_query_topics() -> None:
     key = "vxk_0a1b2c3d_secretsecret"
-    keyed = PlatformAuthenticator("secret", {key: "t_alice"}.get).authenticate("c", "x", key)
+    keyed = await PlatformAuthenticator("secret", lookup({key: "t_alice"})).authenticate(
+        "c", "x", key
+    )
     assert keyed == Principal("t_alice", key_id="0a1b2c3d")
-    assert authz.allow(keyed, "query/0a1b2c3d/q1/request", "publish")
-    assert authz.allow(keyed, "query/0a1b2c3d/q1/result", "subscribe")
-    assert authz.allow(keyed, "query/0a1b2c3d/+/result", "subscribe")
-    assert authz.allow(keyed, "query/0a1b2c3d/q1/result", "receive")
+    assert await authz.allow(keyed, "query/0a1b2c3d/q1/request", "publish")
+    assert await authz.allow(keyed, "query/0a1b2c3d/q1/result", "subscribe")
+    assert await authz.allow(keyed, "query/0a1b2c3d/+/result", "subscribe")
+    assert await authz.allow(keyed, "query/0a1b2c3d/q1/result", "receive")
     for topic, action in (
         ("query/0a1b2c3d/q1/result", "publish"),  # answers come from voxwire only
         ("query/0a1b2c3d/q1/request", "subscribe"),
@@ -44,5 +54,69 @@ def test_a_key_reaches_only_its_own_query_topics() -> None:
         ("query/#", "subscribe"),
         ("query/0a1b2c3d/../result", "subscribe"),
     ):
-        assert not authz.allow(keyed, topic, action), (topic, action)  # type: ignore[arg-type]
-    assert not authz.allow(alice, "query/0a1b2c3d/q1/result", "subscribe")  # no key id
+        assert not await authz.allow(keyed, topic, action), (topic, action)  # type: ignore[arg-type]
+    assert not await authz.allow(alice, "query/0a1b2c3d/q1/result", "subscribe")  # no key id
+
+
+async def test_found_owners_are_kept_a_while_and_missing_ones_are_not() -> None:
+    table, asked, now = {"s_a": "t_alice"}, [], [0.0]
+
+    async def owner_of(sid: str) -> str | None:
+        asked.append(sid)
+        return table.get(sid)
+
+    owners = CachedOwners(owner_of, ttl_s=10, clock=lambda: now[0])
+    assert await owners("s_a") == "t_alice" and await owners("s_a") == "t_alice"
+    assert await owners("s_new") is None
+    table["s_new"] = "t_bob"  # created after a miss: found at once
+    assert await owners("s_new") == "t_bob"
+    assert asked == ["s_a", "s_new", "s_new"]
+    now[0] = 10.0
+    assert await owners("s_a") == "t_alice"  # expired: asked again
+    assert asked == ["s_a", "s_new", "s_new", "s_a"]
+
+    asked.clear()
+    table["s_c"] = "t_carol"
+    small = CachedOwners(owner_of, ttl_s=100, max_size=2, clock=lambda: now[0])
+    for sid in ("s_a", "s_new", "s_c", "s_new", "s_c", "s_a"):  # s_c makes s_a go
+        assert await small(sid) == table[sid]
+    assert asked == ["s_a", "s_new", "s_c", "s_a"]
+
+
+async def test_a_key_may_have_to_connect_with_its_id_as_username() -> None:
+    key = "vxk_0a1b2c3d_secretsecret"
+    strict = PlatformAuthenticator("secret", lookup({key: "t_alice"}), key_id_as_username=True)
+    assert await strict.authenticate("c", "0a1b2c3d", key) == Principal(
+        "t_alice", key_id="0a1b2c3d"
+    )
+    assert await strict.authenticate("c", "ffffffff", key) is None
+    assert await strict.authenticate("c", None, key) is None
+    assert await strict.authenticate("c", SERVICE_USER, "secret") == Principal(SERVICE_USER, True)
+
+
+async def test_service_passwords_are_compared_as_bytes() -> None:
+    assert await auth.authenticate("c", SERVICE_USER, "sécret") is None
+    no_secret = PlatformAuthenticator("", lookup({}))
+    assert await no_secret.authenticate("c", SERVICE_USER, "anything") is None
+
+
+async def test_a_tokens_grants_as_filters_match_the_topic_rules() -> None:
+    grants = token_grants(frozenset({"s_b", "s_a"}))
+    assert grants == [
+        ("subscribe", "transcription/s_a/+"),
+        ("publish", "audio/s_a/chunk/+"),
+        ("publish", "audio/s_a/control"),
+        ("subscribe", "transcription/s_b/+"),
+        ("publish", "audio/s_b/chunk/+"),
+        ("publish", "audio/s_b/control"),
+    ]
+    holder = Principal("t_alice", sids=frozenset({"s_a"}))
+    assert await authz.allow(holder, "transcription/s_a/+", "subscribe")
+    assert await authz.allow(holder, "audio/s_a/chunk/3", "publish")
+    assert await authz.allow(holder, "audio/s_a/control", "publish")
+
+
+def test_a_client_id_goes_only_to_the_principal_whose_session_holds_it() -> None:
+    assert may_take_client_id(alice, None)
+    assert may_take_client_id(alice, Principal("t_alice", key_id="0a1b2c3d"))
+    assert not may_take_client_id(alice, Principal("t_bob"))

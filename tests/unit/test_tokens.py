@@ -5,9 +5,12 @@ from __future__ import annotations
 import jwt
 import pytest
 
+from tests.unit.lookups import lookup
 from voxwire.access.principal import Principal
 from voxwire.access.rules import PlatformAuthenticator, SessionAuthorizer
 from voxwire.access.tokens import MAX_TTL_S, TokenError, TokenIssuer, load_secret, looks_like_token
+from voxwire.core.errors import AuthError
+from voxwire.core.ratelimit import RateLimitedError
 from voxwire_client.errors import InvalidSessionIdError
 
 SECRET = b"k" * 32
@@ -62,24 +65,29 @@ def test_tokens_are_bounded() -> None:
         TokenIssuer(b"short")
 
 
-def test_the_broker_lets_a_token_reach_only_its_sessions_until_it_expires() -> None:
+async def test_the_broker_lets_a_token_reach_only_its_sessions_until_it_expires() -> None:
     clock = Clock()
     issuer = TokenIssuer(SECRET, now=clock)
     grant = issuer.issue("t_alice", ["s_a", "s_c"], ttl_s=60)  # s_c is not alice's
-    principal = PlatformAuthenticator("svc", {}.get, issuer).authenticate("b", "x", grant.token)
+    authn = PlatformAuthenticator("svc", lookup({}), issuer)
+    principal = await authn.authenticate("b", "x", grant.token)
     assert principal == Principal(
         "t_alice", sids=frozenset({"s_a", "s_c"}), expires_at=grant.expires_at
     )
-    authz = SessionAuthorizer(OWNERS.get, now=clock)
-    assert authz.allow(principal, "transcription/s_a/+", "subscribe")
-    assert authz.allow(principal, "audio/s_a/chunk/0", "publish")
-    assert not authz.allow(principal, "transcription/s_b/+", "subscribe")  # alice's, not named
-    assert not authz.allow(principal, "transcription/s_c/+", "subscribe")  # named, not alice's
-    assert not authz.allow(principal, "query/abc/q1/request", "publish")
+    authz = SessionAuthorizer(lookup(OWNERS), now=clock)
+    assert await authz.allow(principal, "transcription/s_a/+", "subscribe")
+    assert await authz.allow(principal, "audio/s_a/chunk/0", "publish")
+    assert not await authz.allow(
+        principal, "transcription/s_b/+", "subscribe"
+    )  # alice's, not named
+    assert not await authz.allow(
+        principal, "transcription/s_c/+", "subscribe"
+    )  # named, not alice's
+    assert not await authz.allow(principal, "query/abc/q1/request", "publish")
     clock.now = grant.expires_at
-    assert not authz.allow(principal, "transcription/s_a/result", "receive")
+    assert not await authz.allow(principal, "transcription/s_a/result", "receive")
     tampered = grant.token[:-2] + "xx"
-    assert PlatformAuthenticator("svc", {}.get, issuer).authenticate("b", "x", tampered) is None
+    assert await authn.authenticate("b", "x", tampered) is None
 
 
 def test_the_secret_is_made_once_and_kept_private(tmp_path: pytest.TempPathFactory) -> None:
@@ -87,3 +95,9 @@ def test_the_secret_is_made_once_and_kept_private(tmp_path: pytest.TempPathFacto
     secret = load_secret(path)
     assert len(secret) == 32 and load_secret(path) == secret
     assert path.stat().st_mode & 0o077 == 0
+
+
+def test_a_bad_token_is_an_auth_error() -> None:
+    assert issubclass(TokenError, AuthError)
+    assert not issubclass(TokenError, RateLimitedError)
+    assert TokenError("x").code == "bad_token"

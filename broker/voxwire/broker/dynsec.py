@@ -28,7 +28,7 @@ import secrets
 import ssl
 import threading
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
@@ -41,31 +41,6 @@ log = logging.getLogger(__name__)
 CONTROL_TOPIC = "$CONTROL/dynamic-security/v1"
 RESPONSE_TOPIC = f"{CONTROL_TOPIC}/response"
 _ALREADY = ("already exists", "Client already exists", "Role already exists")
-
-
-class AccessControl(Protocol):
-    """Broker-side access rules that voxwire keeps in sync."""
-
-    async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None: ...
-    async def remove_key(self, key_id: str) -> None: ...
-    async def grant_session(self, tenant_id: str, sid: str) -> None: ...
-    async def add_token(self, grant: SessionToken) -> None: ...
-
-
-class NoAccessSync:
-    """For brokers that ask voxwire (the embedded broker, EMQX over HTTP)."""
-
-    async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None:
-        return None
-
-    async def remove_key(self, key_id: str) -> None:
-        return None
-
-    async def grant_session(self, tenant_id: str, sid: str) -> None:
-        return None
-
-    async def add_token(self, grant: SessionToken) -> None:
-        return None
 
 
 def key_role_name(key_id: str) -> str:

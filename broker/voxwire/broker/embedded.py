@@ -8,33 +8,27 @@ mode uses EMQX or Mosquitto instead. Both see the same two small interfaces:
 - an :class:`~voxwire.access.principal.Authorizer` decides per topic whether a principal may
   ``publish``, ``subscribe`` (the topic is then a filter) or ``receive``.
 
+Both are awaited on the broker's event loop.
+
 Usage::
 
     async with EmbeddedBroker(authenticator, authorizer, tcp_port=1883) as broker:
         ...  # clients connect to broker.tcp_url or broker.ws_url
 
-Everything amqtt-specific stays in this module. On top of amqtt it adds a
-connection gate that reads the first packet itself, bounded in size and time:
-
-- MQTT 5 CONNECTs are refused at once with CONNACK 0x84 (unsupported protocol
-  version), so clients fall back to 3.1.1. amqtt alone misreads the MQTT 5
-  properties and waits for bytes that never come, until the client gives up.
-- credentials are checked before amqtt sees the connection. amqtt alone takes
-  over (disconnects) an existing session with the same client id, or wipes it
-  for a clean session, before it looks at the authentication result.
-- a client id held by a session of another principal is refused (0x02), so one
-  user cannot take over another user's session and its subscriptions.
-
-It also replaces amqtt's retained-message delivery: amqtt sends every client,
-on each connect, the retained messages matching *anyone's* subscriptions,
-without asking the authorizer. Here retained messages go only to the client
-that subscribes, and only where the authorizer allows ``receive``.
+Everything amqtt-specific stays in this package. This module binds the
+listeners and runs each connection through a gate that reads the first packet
+itself, bounded in size and time, refusing MQTT 5 and bad credentials before
+amqtt sees the connection (:mod:`voxwire.broker.gate`, CONNECT parsing in
+:mod:`voxwire.broker.connect`). Retained messages go only to the client that
+subscribes, and only where the authorizer allows ``receive``
+(:mod:`voxwire.broker.retained`).
 
 amqtt keeps retained messages and sessions in memory: stopping the broker
 loses them. Any WebSocket path is accepted (mqtt.js uses ``/mqtt``). Logs go to
-``voxwire.broker.embedded``; amqtt's own loggers are set to WARNING on start
-(see :data:`NOISY_LOGGERS`), and a failed WebSocket handshake (an HTTP probe)
-is logged at DEBUG instead of as an error with a traceback.
+``voxwire.broker.embedded`` and the loggers of the modules above; amqtt's own
+loggers are set to WARNING on start (see :data:`NOISY_LOGGERS`), and a failed
+WebSocket handshake (an HTTP probe) is logged at DEBUG instead of as an error
+with a traceback.
 """
 
 from __future__ import annotations
@@ -43,10 +37,6 @@ import asyncio
 import contextlib
 import logging
 import ssl
-import struct
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -60,21 +50,24 @@ from amqtt.adapters import (
     WebSocketsWriter,
     WriterAdapter,
 )
-from amqtt.broker import Broker
-from amqtt.codecs_amqtt import read_or_raise
-from amqtt.contexts import Action as AmqttAction
 from amqtt.contexts import ListenerType
 from amqtt.errors import NoDataError
-from amqtt.events import BrokerEvents
-from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 from websockets import Subprotocol
 from websockets.asyncio.server import Server as WebSocketServer
 from websockets.asyncio.server import serve as websockets_serve
 
 from voxwire.access.principal import Authenticator, Authorizer, Principal
+from voxwire.broker.connect import Refused
+from voxwire.broker.gate import (
+    AccessGate,
+    AuthPlugin,
+    ReplayReader,
+    TopicPlugin,
+    close_connection,
+    principal_of,
+)
+from voxwire.broker.retained import RetainedBroker
 from voxwire.core.errors import MqttError
-from voxwire.core.metrics import MQTT_THROTTLED
-from voxwire.core.ratelimit import RateLimits
 
 if TYPE_CHECKING:
     from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
@@ -87,155 +80,6 @@ log = logging.getLogger(__name__)
 NOISY_LOGGERS = ("amqtt", "transitions", f"{__name__}.websockets")
 
 _AMQTT_VERSION = "0.12.1"
-_PRINCIPAL_KEY = "voxwire.principal"
-_MAX_CONNECT_BYTES = 64 * 1024
-MAX_PACKET_BYTES = 1024 * 1024 + 1024
-CLIENT_BYTES_PER_S = 256 * 1024
-"""What one user's connection may send, sustained (live audio is 32 KB/s);
-beyond it the broker reads that connection more slowly (nothing is dropped:
-TCP holds the client back), as EMQX's ``bytes_rate`` does. Services are not
-limited."""
-CLIENT_BURST_BYTES = 4 * MAX_PACKET_BYTES
-"""Larger packets end the connection (as Mosquitto's ``max_packet_size``): a
-chunk of audio is well under 1 MB."""
-_SUBACK_FAILURE = 0x80
-
-# CONNACK return codes (MQTT 3.1.1 section 3.2.2.3) and the MQTT 5 refusal.
-_IDENTIFIER_REJECTED = 0x02
-_SERVER_UNAVAILABLE = 0x03
-_BAD_CREDENTIALS = 0x04
-_NOT_AUTHORIZED = 0x05
-_CONNACK_V5_UNSUPPORTED = bytes([0x20, 0x03, 0x00, 0x84, 0x00])
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectFields:
-    """The fields of an MQTT 3.1.1 CONNECT the gate needs."""
-
-    level: int
-    client_id: str
-    username: str | None
-    password: str | None
-
-
-class _Refused(ValueError):
-    """The gate refuses a connection; ``connack`` is sent first when not empty."""
-
-    def __init__(self, reason: str, connack: bytes = b"") -> None:
-        super().__init__(reason)
-        self.connack = connack
-
-
-def _connack(code: int) -> bytes:
-    return bytes([0x20, 0x02, 0x00, code])
-
-
-def parse_connect(body: bytes) -> ConnectFields:
-    """Parse a CONNECT body (after the fixed header); stops at the level unless it is 4.
-
-    Raises ValueError on a malformed packet.
-    """
-
-    def text(pos: int) -> tuple[str, int]:
-        if pos + 2 > len(body):
-            raise _Refused("truncated CONNECT")
-        (size,) = struct.unpack_from("!H", body, pos)
-        end = pos + 2 + size
-        if end > len(body):
-            raise _Refused("truncated CONNECT")
-        try:
-            return body[pos + 2 : end].decode("utf-8"), end
-        except UnicodeDecodeError as exc:
-            raise _Refused("CONNECT string is not UTF-8") from exc
-
-    name, pos = text(0)
-    if name not in ("MQTT", "MQIsdp") or pos + 4 > len(body):
-        raise _Refused(f"not an MQTT CONNECT (protocol name {name!r})")
-    level, flags = body[pos], body[pos + 1]
-    if level != 4:
-        return ConnectFields(level, "", None, None)
-    pos += 4  # level, flags, keep-alive
-    client_id, pos = text(pos)
-    if flags & 0x04:  # will flag: topic and message
-        _, pos = text(pos)
-        _, pos = text(pos)
-    username = password = None
-    if flags & 0x80:
-        username, pos = text(pos)
-    if flags & 0x40:
-        password, pos = text(pos)
-    return ConnectFields(level, client_id, username, password)
-
-
-async def _read_first_packet(reader: ReaderAdapter) -> tuple[bytes, bytes]:
-    """Read the fixed header and body of the first packet, which must be a CONNECT."""
-    head = bytearray(await read_or_raise(reader, 1))
-    if head[0] != 0x10:
-        raise _Refused(f"first packet is not CONNECT (0x{head[0]:02x})")
-    length, multiplier = 0, 1
-    for _ in range(4):
-        byte = (await read_or_raise(reader, 1))[0]
-        head.append(byte)
-        length += (byte & 0x7F) * multiplier
-        if not byte & 0x80:
-            break
-        multiplier *= 128
-    if length > _MAX_CONNECT_BYTES:
-        raise _Refused(f"CONNECT of {length} bytes is too large")
-    return bytes(head), await read_or_raise(reader, length)
-
-
-class _ReplayReader(ReaderAdapter):  # type: ignore[misc]  # amqtt is untyped
-    """Serves the bytes the gate already read, then the connection's own; a
-    read of more than ``MAX_PACKET_BYTES`` (a packet's body: amqtt reads it in
-    one call) ends the connection instead."""
-
-    def __init__(
-        self,
-        first: bytes,
-        inner: ReaderAdapter,
-        writer: WriterAdapter,
-        peer: tuple[str, int],
-        gate: _Gate,
-        limits: RateLimits | None,
-    ) -> None:
-        self._buffer = first
-        self._inner = inner
-        self._writer = writer
-        self._peer = peer
-        self._gate = gate
-        self._limits = limits
-
-    async def read(self, n: int = -1) -> bytes:
-        if n > MAX_PACKET_BYTES:
-            log.warning(
-                "closing MQTT connection from %s:%s: a packet of %d bytes (limit %d)",
-                *self._peer,
-                n,
-                MAX_PACKET_BYTES,
-            )
-            await _close(self._writer)
-            raise NoDataError("packet too large")
-        data = await self._read(n)
-        if self._limits is not None and data:
-            cost = min(len(data), self._limits.burst)
-            while wait := self._limits.take("connection", cost):
-                self._gate.throttled += 1
-                MQTT_THROTTLED.inc()
-                await asyncio.sleep(wait)
-        return data
-
-    async def _read(self, n: int) -> bytes:
-        if not self._buffer:
-            return bytes(await self._inner.read(n))
-        if 0 <= n <= len(self._buffer):
-            data, self._buffer = self._buffer[:n], self._buffer[n:]
-            return data
-        data, self._buffer = self._buffer, b""
-        return data + bytes(await self._inner.read(-1 if n < 0 else n - len(data)))
-
-    def feed_eof(self) -> None:
-        self._inner.feed_eof()
 
 
 class _WebSocketLog(logging.LoggerAdapter[logging.Logger]):
@@ -247,94 +91,15 @@ class _WebSocketLog(logging.LoggerAdapter[logging.Logger]):
         super().log(level, msg, *args, **kwargs)
 
 
-def _principal_of(session: Session | None) -> Principal | None:
-    principal = session.attributes.get(_PRINCIPAL_KEY) if session is not None else None
-    return principal if isinstance(principal, Principal) else None
+def _plugin_path(plugin: type) -> str:
+    return f"{plugin.__module__}.{plugin.__qualname__}"
 
 
-class _Gate:
-    """The access rules of one broker, shared by its connection gate and plugins."""
-
-    def __init__(self, authenticator: Authenticator, authorizer: Authorizer) -> None:
-        self.authenticator = authenticator
-        self.authorizer = authorizer
-        self.admitted: dict[tuple[str, int], Principal] = {}
-        self.throttled = 0  # times a user's connection was read more slowly
-        # Credentials are checked on threads of their own, so a busy default
-        # executor (engines, decoding) can never hold up a CONNECT.
-        self.auth_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqtt-auth")
-
-    def allow(self, session: Session | None, topic: str | None, action: AmqttAction | None) -> bool:
-        principal = _principal_of(session)
-        if principal is None or topic is None or action is None:
-            return False
-        try:
-            return bool(self.authorizer.allow(principal, topic, action.value))
-        except Exception:
-            log.exception(
-                "authorizer failed: %s %s by %s denied", action.value, topic, principal.name
-            )
-            return False
-
-
-class _AuthPlugin(BaseAuthPlugin):  # type: ignore[misc]
-    """Accepts the connections the gate admitted, and remembers their principal."""
-
-    @dataclass
-    class Config:
-        gate: Any = None
-
-    async def authenticate(self, *, session: Session) -> bool:
-        gate: _Gate = self.context.config.gate
-        peer = (session.remote_address or "", session.remote_port or 0)
-        principal = gate.admitted.pop(peer, None)
-        if principal is None:
-            return False
-        session.attributes[_PRINCIPAL_KEY] = principal
-        return True
-
-
-class _TopicPlugin(BaseTopicPlugin):  # type: ignore[misc]
-    """Asks the authorizer about every publish, subscribe and delivery."""
-
-    @dataclass
-    class Config:
-        gate: Any = None
-
-    async def topic_filtering(
-        self,
-        *,
-        session: Session | None = None,
-        topic: str | None = None,
-        action: AmqttAction | None = None,
-    ) -> bool:
-        gate: _Gate = self.context.config.gate
-        return gate.allow(session, topic, action)
-
-
-class _SubscriptionTable(dict[str, list[tuple["Session", int]]]):
-    """amqtt's subscription table, iterated over snapshots.
-
-    amqtt awaits inside its loops over subscriptions (authorization, queueing for
-    offline sessions); a client subscribing meanwhile changed the dict under the
-    loop ("dictionary changed size during iteration"), which silently dropped the
-    message being broadcast for every remaining subscriber.
-    """
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(super().keys()))
-
-    def items(self) -> list[tuple[str, list[tuple[Session, int]]]]:  # type: ignore[override]
-        return [(topic, list(subs)) for topic, subs in super().items()]
-
-
-class _Broker(Broker):  # type: ignore[misc]
+class _Broker(RetainedBroker):
     """amqtt's broker behind the gate, with retained delivery that respects the authorizer."""
 
-    def __init__(self, config: dict[str, Any], gate: _Gate, connect_timeout_s: float) -> None:
-        super().__init__(config)
-        self._subscriptions = _SubscriptionTable()
-        self._gate = gate
+    def __init__(self, config: dict[str, Any], gate: AccessGate, connect_timeout_s: float) -> None:
+        super().__init__(config, gate)
         self._connect_timeout_s = connect_timeout_s
 
     async def _create_server_instance(
@@ -373,25 +138,24 @@ class _Broker(Broker):  # type: ignore[misc]
     ) -> None:
         peer = writer.get_peer_info()
         if peer is None:
-            await _close(writer)
+            await close_connection(writer)
             return
         try:
-            first = await asyncio.wait_for(self._admit(reader, peer), self._connect_timeout_s)
-        except _Refused as exc:
+            first = await asyncio.wait_for(
+                self._gate.admit(reader, peer, self._holder), self._connect_timeout_s
+            )
+        except Refused as exc:
             log.info("refused MQTT connection from %s:%s: %s", *peer, exc)
-            await _close(writer, exc.connack)
+            await close_connection(writer, exc.connack)
             return
         except (NoDataError, TimeoutError, OSError) as exc:  # probes, scanners, slow clients
             log.debug("no MQTT CONNECT from %s:%s: %r", *peer, exc)
-            await _close(writer)
+            await close_connection(writer)
             return
-        principal = self._gate.admitted.get(peer)
-        limits = None
-        if principal is None or not principal.is_service:
-            limits = RateLimits(CLIENT_BYTES_PER_S, CLIENT_BURST_BYTES)
+        limits = self._gate.limits_for(peer)
         try:
             await self.external_connected(
-                _ReplayReader(first, reader, writer, peer, self._gate, limits),
+                ReplayReader(first, reader, writer, peer, self._gate, limits),
                 writer,
                 listener_name,
             )
@@ -400,33 +164,9 @@ class _Broker(Broker):  # type: ignore[misc]
         finally:
             self._gate.admitted.pop(peer, None)
 
-    async def _admit(self, reader: ReaderAdapter, peer: tuple[str, int]) -> bytes:
-        head, body = await _read_first_packet(reader)
-        connect = parse_connect(body)
-        if connect.level == 5:
-            raise _Refused("MQTT 5 is not supported", _CONNACK_V5_UNSUPPORTED)
-        if connect.level != 4:
-            raise _Refused(f"protocol level {connect.level}", _connack(0x01))
-        try:
-            principal = await asyncio.get_running_loop().run_in_executor(
-                self._gate.auth_pool,
-                self._gate.authenticator.authenticate,
-                connect.client_id,
-                connect.username,
-                connect.password,
-            )
-        except Exception as exc:
-            log.exception("authenticator failed for user %r", connect.username)
-            raise _Refused("authenticator failed", _connack(_SERVER_UNAVAILABLE)) from exc
-        if principal is None:
-            code = _NOT_AUTHORIZED if connect.username is None else _BAD_CREDENTIALS
-            raise _Refused(f"credentials refused for user {connect.username!r}", _connack(code))
-        holder = _principal_of(self.sessions.get(connect.client_id, (None, None))[0])
-        if holder is not None and holder.name != principal.name:
-            reason = f"client id {connect.client_id!r} belongs to another principal"
-            raise _Refused(reason, _connack(_IDENTIFIER_REJECTED))
-        self._gate.admitted[peer] = principal
-        return head + body
+    def _holder(self, client_id: str) -> Principal | None:
+        """The principal of the session that holds ``client_id``, if any."""
+        return principal_of(self.sessions.get(client_id, (None, None))[0])
 
     async def _initialize_client_session(
         self, reader: ReaderAdapter, writer: WriterAdapter, remote_address: str, remote_port: int
@@ -438,58 +178,6 @@ class _Broker(Broker):  # type: ignore[misc]
         # the auth plugin finds the gate's decision by the current one.
         session.remote_address, session.remote_port = remote_address, remote_port
         return handler, session
-
-    async def _handle_subscription(
-        self,
-        client_session: Session,
-        handler: BrokerProtocolHandler,
-        subscribe_waiter: asyncio.Future[Any],
-    ) -> None:
-        subscriptions = subscribe_waiter.result()
-        codes = [await self.add_subscription(sub, client_session) for sub in subscriptions.topics]
-        await handler.mqtt_acknowledge_subscription(subscriptions.packet_id, codes)
-        for (topic_filter, qos), code in zip(subscriptions.topics, codes, strict=True):
-            if code == _SUBACK_FAILURE:
-                continue
-            await self.plugins_manager.fire_event(
-                BrokerEvents.CLIENT_SUBSCRIBED,
-                client_id=client_session.client_id,
-                topic=topic_filter,
-                qos=qos,
-            )
-            await self._send_retained(client_session, handler, topic_filter, code)
-
-    async def _send_retained(
-        self, session: Session, handler: BrokerProtocolHandler, topic_filter: str, granted: int
-    ) -> None:
-        sends = []
-        for topic, message in list(self.retained_messages.items()):
-            if not self._matches(topic, topic_filter):
-                continue
-            if not self._gate.allow(session, topic, AmqttAction.RECEIVE):
-                continue
-            qos = min(granted, message.qos if message.qos is not None else granted)
-            sends.append(handler.mqtt_publish(topic, message.data, qos, retain=True))
-        for result in await asyncio.gather(*sends, return_exceptions=True):
-            if isinstance(result, BaseException):
-                log.debug("retained delivery to %s failed: %r", session.client_id, result)
-
-    async def _publish_retained_messages_for_subscription(
-        self, subscription: tuple[str, int], session: Session
-    ) -> None:
-        """Do nothing: amqtt calls this on connect for every client's filters (see module doc).
-
-        Retained messages are sent on SUBSCRIBE (``_send_retained``), as MQTT specifies;
-        messages queued for an offline persistent session still arrive on reconnect.
-        """
-
-
-async def _close(writer: WriterAdapter, connack: bytes = b"") -> None:
-    with contextlib.suppress(OSError, ConnectionError, RuntimeError):
-        if connack:
-            writer.write(connack)
-            await writer.drain()
-        await writer.close()
 
 
 def _bind(host: str, port: int) -> str:
@@ -531,7 +219,7 @@ class EmbeddedBroker:
         quiet_logs: bool = True,
     ) -> None:
         self.host = host
-        self._gate = _Gate(authenticator, authorizer)
+        self._gate = AccessGate(authenticator, authorizer)
         self._ports: dict[str, int | None] = {"default": tcp_port, "ws": ws_port}
         self._session_expiry_s = session_expiry_s
         self._connect_timeout_s = connect_timeout_s
@@ -576,8 +264,8 @@ class EmbeddedBroker:
                 kind = "tcp" if name == "default" else "ws"
                 listeners[name] = {"type": kind, "bind": _bind(self.host, port)}
         plugins = {
-            f"{__name__}._AuthPlugin": {"gate": self._gate},
-            f"{__name__}._TopicPlugin": {"gate": self._gate},
+            _plugin_path(AuthPlugin): {"gate": self._gate},
+            _plugin_path(TopicPlugin): {"gate": self._gate},
         }
         return {
             "listeners": listeners,

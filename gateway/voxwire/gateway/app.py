@@ -20,9 +20,9 @@ from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from voxwire.access.control import AccessControl, NoAccessSync
 from voxwire.access.tokens import TokenIssuer, issuer_for, looks_like_token
 from voxwire.blobs import BlobStore
-from voxwire.broker.dynsec import AccessControl, NoAccessSync
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import (

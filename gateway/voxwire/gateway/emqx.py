@@ -11,7 +11,8 @@ EMQX placeholders)::
 
 and take the answer from the JSON body (status 200): ``{"result": "allow" |
 "deny"}``, for authentication also ``is_superuser``, ``acl`` and ``expire_at``
-(EMQX 5.8+). The rules are the embedded broker's (:mod:`voxwire.access.rules`):
+(EMQX 5.8+). The rules are the embedded broker's, and every decision is made
+by :mod:`voxwire.access.rules`; this module only translates EMQX's requests:
 
 - voxwire's service user: allowed, superuser;
 - an API key: the username must be the key's id (so the authorizer, which
@@ -28,16 +29,19 @@ setting is set, and EMQX must send it: ``Authorization: Bearer <secret>``.
 from __future__ import annotations
 
 import hmac
-import time
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from voxwire.access.keys import key_id_of
 from voxwire.access.principal import Principal
-from voxwire.access.rules import SERVICE_USER, topic_rule
-from voxwire.access.tokens import TokenError, TokenIssuer, looks_like_token
+from voxwire.access.rules import (
+    PlatformAuthenticator,
+    SessionAuthorizer,
+    key_principal,
+    token_grants,
+)
+from voxwire.access.tokens import TokenIssuer
 from voxwire.core.errors import AuthError
 from voxwire.store import Store
 
@@ -90,34 +94,25 @@ def emqx_hooks(
 
     router = APIRouter(prefix="/internal/emqx", tags=["emqx"], dependencies=[Depends(from_emqx)])
 
+    authenticator = PlatformAuthenticator(
+        service_password.get_secret_value(),
+        store.tenant_id_for_key,
+        tokens,
+        key_id_as_username=True,
+    )
+    authorizer = SessionAuthorizer(store.session_owner)
+
     @router.post("/authn", response_model=AuthnResponse, response_model_exclude_none=True)
     async def authenticate(request: AuthnRequest) -> AuthnResponse:
-        if not request.password:
+        principal = await authenticator.authenticate(
+            request.clientid, request.username, request.password
+        )
+        if principal is None:
             return DENY
-        if request.username == SERVICE_USER:
-            secret = service_password.get_secret_value()
-            if secret and hmac.compare_digest(request.password.encode(), secret.encode()):
-                return AuthnResponse(result="allow", is_superuser=True)
-            return DENY
-        if looks_like_token(request.password):
-            try:
-                grant = tokens.verify(request.password)
-            except TokenError:
-                return DENY
-            acl = [
-                AclRule(permission="allow", action=action, topic=topic)
-                for sid in sorted(grant.sids)
-                for action, topic in (
-                    ("subscribe", f"transcription/{sid}/+"),
-                    ("publish", f"audio/{sid}/chunk/+"),
-                    ("publish", f"audio/{sid}/control"),
-                )
-            ]
-            acl.append(AclRule(permission="deny", action="all", topic="#"))
-            return AuthnResponse(result="allow", acl=acl, expire_at=grant.expires_at)
-        tenant = await store.verify_api_key(request.password)
-        if tenant is None or request.username != key_id_of(request.password):
-            return DENY
+        if principal.is_service:
+            return AuthnResponse(result="allow", is_superuser=True)
+        if principal.sids is not None:
+            return _token_answer(principal, principal.sids)
         return AuthnResponse(result="allow")
 
     @router.post("/authz", response_model=AuthzResponse)
@@ -125,11 +120,19 @@ def emqx_hooks(
         tenant_id = await store.key_tenant(request.username) if request.username else None
         if tenant_id is None or request.action == "all":
             return AuthzResponse(result="deny")
-        principal = Principal(name=tenant_id, key_id=request.username)
-        decision = topic_rule(principal, request.topic, request.action, time.time())
-        if isinstance(decision, str):
-            session = await store.get_session(decision)
-            decision = session is not None and session.tenant_id == tenant_id
-        return AuthzResponse(result="allow" if decision else "deny")
+        principal = key_principal(tenant_id, request.username)
+        allowed = await authorizer.allow(principal, request.topic, request.action)
+        return AuthzResponse(result="allow" if allowed else "deny")
 
     return router
+
+
+def _token_answer(principal: Principal, sids: frozenset[str]) -> AuthnResponse:
+    """A session token's grants as EMQX's per-client ACL, everything else denied."""
+    acl = [
+        AclRule(permission="allow", action=action, topic=topic)
+        for action, topic in token_grants(sids)
+    ]
+    acl.append(AclRule(permission="deny", action="all", topic="#"))
+    expires_at = None if principal.expires_at is None else int(principal.expires_at)
+    return AuthnResponse(result="allow", acl=acl, expire_at=expires_at)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from voxwire.broker.dynsec import AccessControl
+from voxwire.access.control import AccessControl
 from voxwire.bus import Bus
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.topics import RESULTS_TOPIC

@@ -3,7 +3,7 @@ that tells a stream worker how to transcribe it. Independent of HTTP."""
 
 from __future__ import annotations
 
-from voxwire.broker.dynsec import AccessControl
+from voxwire.access.control import AccessControl
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError

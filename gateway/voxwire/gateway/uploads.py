@@ -10,8 +10,8 @@ from pathlib import PurePath
 
 from pydantic import TypeAdapter, ValidationError
 
+from voxwire.access.control import AccessControl, NoAccessSync
 from voxwire.blobs import BlobStore
-from voxwire.broker.dynsec import AccessControl, NoAccessSync
 from voxwire.bus import Bus
 from voxwire.core.audio import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.core.config import Settings

@@ -25,14 +25,15 @@ class Principal:
 
 
 class Authenticator(Protocol):
-    """Checks CONNECT credentials. May block: it runs in a worker thread."""
+    """Checks CONNECT credentials. Awaited on the broker's event loop: never block it."""
 
-    def authenticate(
+    async def authenticate(
         self, client_id: str, username: str | None, password: str | None
     ) -> Principal | None: ...
 
 
 class Authorizer(Protocol):
-    """Decides topic access. Called per message and subscriber: keep it fast, no I/O."""
+    """Decides topic access. Awaited per message and subscriber on the broker's
+    event loop: keep it fast (cache what it looks up), never block."""
 
-    def allow(self, principal: Principal, topic: str, action: Action) -> bool: ...
+    async def allow(self, principal: Principal, topic: str, action: Action) -> bool: ...

@@ -5,7 +5,12 @@ subscribe to and receive ``transcription/<sid>/...`` only for sessions of their
 tenant. Browsers connect with a session token (:mod:`voxwire.access.tokens`) as
 password instead, and reach only the sessions it names, until it expires.
 voxwire's own components connect as the service principal with a secret made
-at start-up, and may use every topic.
+at start-up, and may use every topic. A client id held by one principal's
+session is not given to another.
+
+Both classes await their lookups (``Store.tenant_id_for_key``,
+``Store.session_owner``), so they work over any store; the authorizer keeps
+found session owners for a short while (:mod:`voxwire.access.owners`).
 """
 
 from __future__ import annotations
@@ -13,39 +18,72 @@ from __future__ import annotations
 import hmac
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Literal
 
 from voxwire.access.keys import key_id_of
+from voxwire.access.owners import OWNER_TTL_S, CachedOwners, OwnerLookup
 from voxwire.access.principal import Action, Principal
 from voxwire.access.tokens import TokenError, TokenIssuer, looks_like_token
-from voxwire_client.topics import QUERY_ROOT, ROOT, TopicKind, parse_audio_topic, validate_sid
+from voxwire_client.topics import (
+    QUERY_ROOT,
+    ROOT,
+    TopicKind,
+    audio_chunk_prefix,
+    audio_control_topic,
+    parse_audio_topic,
+    session_filter,
+    validate_sid,
+)
 
 SERVICE_USER = "voxwire-service"
 _KINDS = {"+", *(kind.value for kind in TopicKind)}
 _SAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
-KeyLookup = Callable[[str], str | None]
-"""API key -> tenant id, or None."""
+KeyLookup = Callable[[str], Awaitable[str | None]]
+"""API key -> tenant id, or None (``Store.tenant_id_for_key``)."""
 
-OwnerLookup = Callable[[str], str | None]
-"""Session id -> tenant id, or None."""
+
+def key_principal(tenant_id: str, key_id: str | None) -> Principal:
+    """Who a client is that connected with API key ``key_id`` of ``tenant_id``."""
+    return Principal(name=tenant_id, key_id=key_id)
+
+
+def may_take_client_id(principal: Principal, holder: Principal | None) -> bool:
+    """Whether ``principal`` may connect with a client id whose session ``holder``
+    has (None: no session): only its own, so one user cannot take over another
+    user's session and its subscriptions."""
+    return holder is None or holder.name == principal.name
 
 
 class PlatformAuthenticator:
+    """The service user by its secret, a session token, or an API key.
+
+    ``key_id_as_username``: a key is accepted only with its id as username
+    (EMQX's authorizer sees the username, never the password, so it must name
+    the key).
+    """
+
     def __init__(
-        self, service_secret: str, tenant_for_key: KeyLookup, tokens: TokenIssuer | None = None
+        self,
+        service_secret: str,
+        tenant_for_key: KeyLookup,
+        tokens: TokenIssuer | None = None,
+        *,
+        key_id_as_username: bool = False,
     ) -> None:
-        self._secret = service_secret
+        self._secret = service_secret.encode()
         self._tenant_for_key = tenant_for_key
         self._tokens = tokens
+        self._key_id_as_username = key_id_as_username
 
-    def authenticate(
+    async def authenticate(
         self, client_id: str, username: str | None, password: str | None
     ) -> Principal | None:
         if not password:
             return None
         if username == SERVICE_USER:
-            if hmac.compare_digest(password, self._secret):
+            if self._secret and hmac.compare_digest(password.encode(), self._secret):
                 return Principal(name=SERVICE_USER, is_service=True)
             return None
         if self._tokens is not None and looks_like_token(password):
@@ -54,18 +92,31 @@ class PlatformAuthenticator:
             except TokenError:
                 return None
             return Principal(name=grant.tenant_id, sids=grant.sids, expires_at=grant.expires_at)
-        tenant = self._tenant_for_key(password)
-        return Principal(name=tenant, key_id=key_id_of(password)) if tenant else None
+        key_id = key_id_of(password)
+        if self._key_id_as_username and (key_id is None or username != key_id):
+            return None
+        tenant = await self._tenant_for_key(password)
+        return key_principal(tenant, key_id) if tenant else None
 
 
 class SessionAuthorizer:
-    """Tenants reach only their own sessions' result topics; services reach all."""
+    """Tenants reach only their own sessions' result topics; services reach all.
 
-    def __init__(self, owner_of: OwnerLookup, now: Callable[[], float] = time.time) -> None:
-        self._owner_of = owner_of
+    Called per message and subscriber: found session owners are kept
+    ``owner_ttl_s`` (0: ask the lookup every time), see :mod:`voxwire.access.owners`.
+    """
+
+    def __init__(
+        self,
+        owner_of: OwnerLookup,
+        now: Callable[[], float] = time.time,
+        *,
+        owner_ttl_s: float = OWNER_TTL_S,
+    ) -> None:
+        self._owner_of = CachedOwners(owner_of, ttl_s=owner_ttl_s)
         self._now = now
 
-    def allow(self, principal: Principal, topic: str, action: Action) -> bool:
+    async def allow(self, principal: Principal, topic: str, action: Action) -> bool:
         """Publish: audio for an own session (``audio/<sid>/chunk/<n>``, ``.../control``).
         Subscribe/receive: an own session's result topics, or ``transcription/<sid>/+``.
         Queries: a key publishes ``query/<its id>/<qid>/request`` and subscribes to
@@ -73,7 +124,26 @@ class SessionAuthorizer:
         decision = topic_rule(principal, topic, action, self._now())
         if isinstance(decision, bool):
             return decision
-        return self._owner_of(decision) == principal.name
+        return await self._owner_of(decision) == principal.name
+
+
+TopicGrant = tuple[Literal["publish", "subscribe"], str]
+"""An action and the topic (filter) it is allowed on."""
+
+
+def token_grants(sids: frozenset[str]) -> list[TopicGrant]:
+    """What a session token naming ``sids`` may do, as topic filters, for brokers
+    given a client's rules up front (EMQX's per-client ACL); :func:`topic_rule`
+    allows the same, checked per topic."""
+    return [
+        grant
+        for sid in sorted(sids)
+        for grant in (
+            ("subscribe", session_filter(sid)),
+            ("publish", f"{audio_chunk_prefix(sid)}/+"),
+            ("publish", audio_control_topic(sid)),
+        )
+    ]
 
 
 def topic_rule(principal: Principal, topic: str, action: Action, now: float) -> bool | str:

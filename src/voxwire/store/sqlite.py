@@ -1,14 +1,19 @@
 """SQLite store for embedded mode (WAL, one connection guarded by a lock).
 
 Calls are short and local, so they run on the event loop thread; the async
-signatures match the PostgreSQL store of distributed mode.
+signatures match the PostgreSQL store of distributed mode. The two lookups the
+broker's access checks make for every CONNECT and message
+(:meth:`SqliteStore.tenant_id_for_key`, :meth:`SqliteStore.session_owner`) run
+on a thread of their own instead, so no access check queries on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import sqlite3
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -78,6 +83,7 @@ class SqliteStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA)
+        self._lookups = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-access")
 
     def _one(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Row | None:
         with self._lock:
@@ -141,10 +147,10 @@ class SqliteStore:
         row = self._one("SELECT * FROM tenants WHERE name = ? ORDER BY created_at", (name,))
         return _tenant(row) if row else None
 
-    # Synchronous lookups for the embedded broker's access checks.
-
-    def session_owner(self, sid: str) -> str | None:
-        row = self._one("SELECT tenant_id FROM sessions WHERE sid = ?", (sid,))
+    async def session_owner(self, sid: str) -> str | None:
+        row = await asyncio.get_running_loop().run_in_executor(
+            self._lookups, self._one, "SELECT tenant_id FROM sessions WHERE sid = ?", (sid,)
+        )
         return str(row["tenant_id"]) if row else None
 
     async def key_tenant(self, key_id: str) -> str | None:
@@ -153,8 +159,10 @@ class SqliteStore:
         )
         return str(row["tenant_id"]) if row else None
 
-    def tenant_id_for_key(self, plaintext: str) -> str | None:
-        tenant = self.tenant_for_key(plaintext)
+    async def tenant_id_for_key(self, plaintext: str) -> str | None:
+        tenant = await asyncio.get_running_loop().run_in_executor(
+            self._lookups, self.tenant_for_key, plaintext
+        )
         return tenant.id if tenant else None
 
     def tenant_for_key(self, plaintext: str) -> Tenant | None:
@@ -254,6 +262,7 @@ class SqliteStore:
         return [MatchData.model_validate_json(r["payload"]) for r in rows]
 
     async def close(self) -> None:
+        self._lookups.shutdown(wait=True)
         with self._lock:
             self._db.close()
 
