@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -10,8 +11,12 @@ from typing import Any
 
 import pytest
 
+from tests.broker.conftest import PahoClient
 from tests.store import fresh_schema, pg_query, postgres_store
 from voxwire.access.keys import generate_key
+from voxwire.access.tokens import issuer_for
+from voxwire.core.config import Settings
+from voxwire.platform.brokers import embedded_broker
 from voxwire.store import SessionRecord, SqliteStore, Store
 from voxwire_client.api import PromptSpec
 from voxwire_client.messages import (
@@ -307,3 +312,26 @@ async def test_sessions_round_trip_and_list_newest_first(backend: Backend) -> No
     assert [s.sid for s in await store.all_sessions(limit=2)] == ["l1", "l2"]
     assert [s.sid for s in await store.all_sessions(after="l2")] == ["l3"]
     assert await store.count_sessions() == 3
+
+
+async def test_the_embedded_broker_runs_on_this_store(backend: Backend, tmp_path: Path) -> None:
+    """The broker's access checks are the store's async lookups: any store serves it."""
+    store = backend.store
+    acme, other = await store.create_tenant("acme"), await store.create_tenant("other")
+    key = generate_key()
+    await store.add_api_key(acme.id, key, "test")
+    await _session(store, "s_mine", acme.id)
+    await _session(store, "s_theirs", other.id)
+    settings = Settings(http_port=0, mqtt_port=0, ws_port=0, data_dir=tmp_path)
+    tokens = issuer_for("", tmp_path)
+    broker = embedded_broker(settings, store, "service-secret", tokens)
+    await broker.start()
+    client = PahoClient(broker.tcp_port, "device-1", key.key_id, key.plaintext)
+    try:
+        assert not (await asyncio.to_thread(client.connect)).is_failure
+        granted = await asyncio.to_thread(client.subscribe, "transcription/s_mine/+")
+        refused = await asyncio.to_thread(client.subscribe, "transcription/s_theirs/+")
+        assert (granted, refused) == ([1], [0x80])
+    finally:
+        await asyncio.to_thread(client.close)
+        await broker.stop()

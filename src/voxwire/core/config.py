@@ -13,8 +13,6 @@ set explicitly wins over the preset::
 
 Refused combinations (:class:`~voxwire.core.errors.ConfigError`, with a hint):
 
-- ``broker=embedded`` with ``store=postgres``: the embedded broker checks every
-  MQTT connection against the store synchronously, which only SQLite answers;
 - ``broker=external`` with an ``mqtt_url`` that is not ``mqtt://`` or ``mqtts://``.
 
 A process that runs only some roles has more rules (``voxwire.platform``).
@@ -183,13 +181,6 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _refuse_conflicts(self) -> Settings:
-        if self.broker == "embedded" and self.store == "postgres":
-            raise ConfigError(
-                "the embedded broker cannot use the postgres store: it checks every MQTT "
-                "connection against the store synchronously, which only SQLite answers",
-                hint="set VOXWIRE_BROKER=external (Mosquitto or EMQX at VOXWIRE_MQTT_URL), "
-                "or VOXWIRE_STORE=sqlite",
-            )
         if self.broker == "external" and urlsplit(self.mqtt_url).scheme not in ("mqtt", "mqtts"):
             raise ConfigError(
                 f"mqtt_url {self.mqtt_url!r} must start with mqtt:// or mqtts://",

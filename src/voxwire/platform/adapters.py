@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import TypeVar
 
+from voxwire.access.control import AccessControl
 from voxwire.access.tokens import TokenIssuer, issuer_for
 from voxwire.blobs import BlobStore
-from voxwire.broker.dynsec import AccessControl
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.platform.brokers import BROKERS, BrokerLink

@@ -4,7 +4,7 @@
 
 - ``embedded``: :class:`~voxwire.broker.embedded.EmbeddedBroker` in this process.
   It asks the (SQLite) store about every connection, so nothing needs syncing
-  (:class:`~voxwire.broker.dynsec.NoAccessSync`); voxwire's own clients sign
+  (:class:`~voxwire.access.control.NoAccessSync`); voxwire's own clients sign
   in as the service user with a secret made at start-up.
 - ``external``: Mosquitto (or EMQX) at ``mqtt_url``, ``mqtts://`` for TLS;
   keys and sessions are kept in sync with its dynamic-security plugin
@@ -26,17 +26,17 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from voxwire.access.control import AccessControl, NoAccessSync
 from voxwire.access.rules import SERVICE_USER, PlatformAuthenticator, SessionAuthorizer
 from voxwire.access.tokens import TokenIssuer
 from voxwire.bridge.ingest import SHARE_GROUP, MqttIngest
-from voxwire.broker.dynsec import AccessControl, DynsecAccess, NoAccessSync
+from voxwire.broker.dynsec import DynsecAccess
 from voxwire.broker.embedded import EmbeddedBroker
 from voxwire.broker.mqtt import MqttConnection
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
-from voxwire.core.errors import ConfigError
 from voxwire.platform.choices import instance_name
-from voxwire.store import SqliteStore, Store
+from voxwire.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +91,7 @@ def ingest(link: BrokerLink, bus: Bus, settings: Settings) -> MqttIngest:
 
 
 def embedded_broker(
-    settings: Settings, store: SqliteStore, service_secret: str, tokens: TokenIssuer
+    settings: Settings, store: Store, service_secret: str, tokens: TokenIssuer
 ) -> EmbeddedBroker:
     """The in-process broker with voxwire's access rules."""
     return EmbeddedBroker(
@@ -107,11 +107,6 @@ def embedded_broker(
 async def start_embedded(
     settings: Settings, store: Store, tokens: Callable[[], TokenIssuer]
 ) -> AsyncIterator[BrokerLink]:
-    if not isinstance(store, SqliteStore):
-        raise ConfigError(
-            "the embedded broker needs the sqlite store",
-            hint="set VOXWIRE_BROKER=external, or VOXWIRE_STORE=sqlite",
-        )
     secret = secrets.token_urlsafe(32)
     broker = embedded_broker(settings, store, secret, tokens())
     await broker.start()
