@@ -11,9 +11,11 @@ import asyncio
 import itertools
 import queue
 import threading
+from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.enums import MQTTErrorCode
 
 from voxwire.broker.connection import BrokerConnection, ConnectOptions, Received, ReconnectPolicy
 from voxwire.core.errors import MqttError
@@ -130,6 +132,25 @@ async def test_connect_retrying_waits_for_the_broker(running_broker: RunningBrok
         assert connection.protocol == paho.MQTTv311
     finally:
         connection.close()
+
+
+def test_close_while_connecting_leaves_no_connection(running_broker: RunningBroker) -> None:
+    """A caller that gave up waiting (a cancelled ``connect_retrying``) closes the
+    connection while ``connect`` still runs in its thread."""
+    connections: list[BrokerConnection] = []
+
+    class ClosedMeanwhile(paho.Client):
+        def connect(self, *args: Any, **kwargs: Any) -> MQTTErrorCode:
+            connections[0].close()
+            return super().connect(*args, **kwargs)
+
+    connection = BrokerConnection(_service(running_broker.port), make_client=ClosedMeanwhile)
+    connections.append(connection)
+    with pytest.raises(MqttError, match="closed while connecting"):
+        connection.connect()
+    assert not connection.connected
+    with pytest.raises(MqttError, match="not open"):
+        connection.publish("transcription/a1/result", b"x")
 
 
 def test_publish_on_a_closed_connection_raises_with_the_topic(

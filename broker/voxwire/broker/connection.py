@@ -165,12 +165,19 @@ class BrokerConnection:
         """Connect (MQTT 5, else 3.1.1) and start paho's network thread; raises MqttError."""
         if self._client is not None:
             return
-        self._closing = False
+        with self._lock:
+            self._closing = False
         host, port = self.options.host, self.options.port
         for protocol in (paho.MQTTv5, paho.MQTTv311):
             client = self._new_client(protocol)
             reason = self._try_connect(client, protocol)
             if reason is not None and not reason.is_failure:
+                with self._lock:
+                    closed = self._closing
+                if closed:  # close() came while connecting: its caller has given up
+                    self._stop(client)
+                    self._client = None
+                    raise MqttError("the MQTT connection was closed while connecting")
                 self.protocol = protocol
                 log.info(
                     "MQTT connected to %s:%s as %s (%s)",
@@ -403,7 +410,8 @@ class BrokerConnection:
 
     def close(self) -> None:
         """Disconnect cleanly; publishes not yet acknowledged fail with MqttError."""
-        client, self._closing = self._client, True
+        with self._lock:
+            client, self._closing = self._client, True
         if client is not None:
             self._stop(client)
         with self._lock:
