@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import shutil
+import socket
+import subprocess
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import paho.mqtt.client as paho
@@ -206,3 +211,41 @@ def make_client(running_broker: RunningBroker) -> Iterator[Callable[..., PahoCli
     yield make
     for client in clients:
         client.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``condition`` until it holds (True) or ``timeout`` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[int]:
+    """A Mosquitto 2 broker (MQTT 5) on a free port, when Mosquitto is installed."""
+    binary = shutil.which("mosquitto")
+    if binary is None:
+        pytest.skip("mosquitto is not installed")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    config = tmp_path / "mosquitto.conf"
+    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    process = subprocess.Popen([binary, "-c", str(config)], stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: _accepts(port), timeout=5), "mosquitto did not start"
+        yield port
+    finally:
+        process.terminate()
+        process.wait(5)
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True

@@ -6,13 +6,9 @@ Mosquitto when it is installed.
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
@@ -20,7 +16,7 @@ import pytest
 from voxwire.broker.mqtt import MqttConnection
 from voxwire.core.errors import MqttError
 
-from .conftest import PahoClient, RunningBroker
+from .conftest import PahoClient, RunningBroker, wait_until
 
 pytestmark = pytest.mark.timeout(40)
 
@@ -40,15 +36,6 @@ def service(running_broker: RunningBroker) -> Iterator[MqttConnection]:
     connection.connect()
     yield connection
     connection.close()
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_falls_back_to_311_at_once_and_publish_future_completes(
@@ -127,7 +114,7 @@ def test_reconnects_after_broker_restart_and_delivers_what_was_published_meanwhi
     service.publish("transcription/a1/result", b"before").result(timeout=5)
 
     running_broker.stop()
-    assert _wait_until(lambda: not service.connected)
+    assert wait_until(lambda: not service.connected)
     during: Future[None] = service.publish("transcription/a1/result", b"during the outage")
     time.sleep(0.3)
     assert not during.done()
@@ -151,7 +138,7 @@ def test_close_fails_publishes_not_yet_acknowledged(
     running_broker: RunningBroker, service: MqttConnection
 ) -> None:
     running_broker.stop()
-    assert _wait_until(lambda: not service.connected)
+    assert wait_until(lambda: not service.connected)
     pending = service.publish("transcription/a1/result", b"never sent")
     service.close()
     with pytest.raises(MqttError, match="closed before"):
@@ -159,34 +146,6 @@ def test_close_fails_publishes_not_yet_acknowledged(
     with pytest.raises(MqttError, match="not open"):
         service.publish("transcription/a1/result", b"after close")
     running_broker.start()
-
-
-@pytest.fixture
-def mosquitto(tmp_path: Path) -> Iterator[int]:
-    """A Mosquitto 2 broker (MQTT 5) on a free port, when Mosquitto is installed."""
-    binary = shutil.which("mosquitto")
-    if binary is None:
-        pytest.skip("mosquitto is not installed")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    config = tmp_path / "mosquitto.conf"
-    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-    process = subprocess.Popen([binary, "-c", str(config)], stderr=subprocess.DEVNULL)
-    try:
-        assert _wait_until(lambda: _accepts(port), timeout=5), "mosquitto did not start"
-        yield port
-    finally:
-        process.terminate()
-        process.wait(5)
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-    except OSError:
-        return False
-    return True
 
 
 def test_mqtt5_broker_gets_persistent_session_and_message_expiry(mosquitto: int) -> None:

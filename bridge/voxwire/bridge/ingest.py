@@ -6,10 +6,14 @@ persistent session, so several bridge processes split the load and the broker
 keeps messages while none is connected (for ``session_expiry_s``, a day by
 default). The group and the client id name the installation (its namespace):
 two installations on one broker must neither split each other's messages nor
-take over each other's session. paho runs with
-manual acks: the PUBACK for a client's message is sent only once Kafka confirmed
-the record, so while Kafka is down clients keep their messages (their in-flight
-window fills and they stop sending) instead of losing them.
+take over each other's session. The connection
+(:class:`~voxwire.broker.connection.BrokerConnection`: protocol fallback,
+reconnects, TLS) runs with manual acks: the PUBACK for a client's message is
+sent only once Kafka confirmed the record, so while Kafka is down clients keep
+their messages (their in-flight window fills and they stop sending) instead of
+losing them. Messages cross from paho's thread to the event loop through the
+connection; each is forwarded by a task of its own, at most ``max_in_flight``
+at a time.
 
 Client topics (per session, QoS 1) and where they go:
 
@@ -21,7 +25,8 @@ Client topics (per session, QoS 1) and where they go:
 Each bus record carries the MQTT topic and payload unchanged (a small JSON
 envelope, ``origin`` "mqtt"); topic access is enforced by the broker before
 anything gets here. The embedded broker speaks MQTT 3.1.1 without shared
-subscriptions: there one ingest subscribes directly.
+subscriptions: there one ingest subscribes directly. The ingest waits for its
+broker: a failed first connect is retried with the connection's reconnect delays.
 """
 
 from __future__ import annotations
@@ -29,16 +34,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
+from voxwire.broker.connection import BrokerConnection, ConnectOptions, Received, ReconnectPolicy
 from voxwire.bus import Bus
 from voxwire.core.errors import BusError
 from voxwire.wire.records import ClientPublish
@@ -49,16 +49,7 @@ log = logging.getLogger(__name__)
 
 INGEST_FILTERS = ("audio/+/chunk/+", "audio/+/control", "query/+/+/request")
 SHARE_GROUP = "voxwire-bridge"
-
-
-@dataclass(frozen=True, slots=True)
-class Inbound:
-    """One message a client published, as paho delivered it."""
-
-    mid: int
-    qos: int
-    topic: str
-    payload: bytes
+_RECONNECT = ReconnectPolicy(1.0, 10.0)
 
 
 def route(topic: str) -> tuple[str, str] | None:
@@ -72,6 +63,12 @@ def route(topic: str) -> tuple[str, str] | None:
     except ValueError:
         return None
     return (QUERIES_TOPIC, query.key_id) if query.kind == "request" else None
+
+
+def subscription_filters(share_group: str | None) -> tuple[str, ...]:
+    """The ingest's topic filters, shared in ``share_group`` when one is given."""
+    prefix = f"$share/{share_group}/" if share_group else ""
+    return tuple(prefix + topic_filter for topic_filter in INGEST_FILTERS)
 
 
 class MqttIngest:
@@ -93,47 +90,39 @@ class MqttIngest:
         session_expiry_s: int = 24 * 3600,
     ) -> None:
         self._bus = bus
-        self._session_expiry_s = session_expiry_s
-        self._host, self._port = host, port
         self._limit = asyncio.Semaphore(max_in_flight)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._connected = threading.Event()
+        self._filters = subscription_filters(share_group)  # no group: a plain subscription
+        self._tasks: set[asyncio.Task[None]] = set()
         self.forwarded = 0
         self.dropped = 0
-        self._share_group = share_group  # None: a plain subscription (MQTT 3.1.1)
-        shared = share_group is not None
-        self._protocol = paho.MQTTv5 if shared else paho.MQTTv311
-        client = make_client(
-            CallbackAPIVersion.VERSION2,
-            client_id=client_id,
-            protocol=self._protocol,
-            clean_session=None if shared else False,
-            manual_ack=True,
+        self._connection = BrokerConnection(
+            ConnectOptions(
+                host,
+                port,
+                client_id,
+                username=username,
+                password=password,
+                tls=tls,
+                session_expiry_s=session_expiry_s,
+                reconnect=_RECONNECT,
+                max_inflight=max_in_flight,
+                manual_ack=True,
+            ),
+            make_client=make_client,
         )
-        client.username_pw_set(username, password)
-        if tls is not None:
-            client.tls_set_context(tls)
-        client.max_inflight_messages_set(max_in_flight)
-        client.reconnect_delay_set(1, 10)
-        client.on_connect = self._on_connect
-        client.on_message = self._on_message
-        self._client = client
 
-    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
-        if reason.is_failure:
-            log.error("bridge ingest: MQTT connection refused: %s", reason)
-            return
-        for topic_filter in INGEST_FILTERS:
-            prefix = f"$share/{self._share_group}/" if self._share_group else ""
-            client.subscribe(prefix + topic_filter, qos=1)
-        self._connected.set()
+    @property
+    def connected(self) -> bool:
+        """Whether the connection to the broker is up now."""
+        return self._connection.connected
 
-    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
-        inbound = Inbound(msg.mid, msg.qos, msg.topic, bytes(msg.payload))
-        assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self._forward(inbound), self._loop)
+    def _receive(self, message: Received) -> None:
+        """On the event loop: forward ``message`` in a task of its own."""
+        task = asyncio.get_running_loop().create_task(self._forward(message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    async def _forward(self, message: Inbound) -> None:
+    async def _forward(self, message: Received) -> None:
         async with self._limit:
             target = route(message.topic)
             if target is None:
@@ -141,7 +130,7 @@ class MqttIngest:
                 log.warning(
                     "bridge ingest: no route for topic %r; acknowledged and dropped", message.topic
                 )
-                self._ack(message)
+                self._connection.ack(message)
                 return
             topic, key = target
             delay = 0.5
@@ -154,27 +143,14 @@ class MqttIngest:
                     log.warning("bridge ingest: bus refused %s (%s); retrying", message.topic, exc)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 10.0)
-            self._ack(message)
+            self._connection.ack(message)
             self.forwarded += 1
-
-    def _ack(self, message: Inbound) -> None:
-        if message.qos > 0:
-            self._client.ack(message.mid, message.qos)
 
     async def run(self) -> None:
         """Connect and forward until cancelled."""
-        self._loop = asyncio.get_running_loop()
-        if self._protocol == paho.MQTTv5:
-            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            props.SessionExpiryInterval = self._session_expiry_s
-            self._client.connect_async(
-                self._host, self._port, keepalive=30, clean_start=False, properties=props
-            )
-        else:
-            self._client.connect_async(self._host, self._port, keepalive=30)
-        self._client.loop_start()
+        self._connection.subscribe(self._filters, self._receive, loop=asyncio.get_running_loop())
         try:
+            await self._connection.connect_retrying()
             await asyncio.Event().wait()
         finally:
-            self._client.disconnect()
-            self._client.loop_stop()
+            self._connection.close()

@@ -16,27 +16,26 @@ In distributed mode with Mosquitto, the broker itself enforces who may do what:
   ``scripts/services.sh``).
 
 Commands go to ``$CONTROL/dynamic-security/v1`` as voxwire's service user and
-each waits for its answer on ``.../response`` (matched by correlation data).
+each waits for its answer on ``.../response`` (matched by correlation data),
+over a :class:`~voxwire.broker.connection.BrokerConnection` with a clean session
+(the answers are read on paho's thread; commands block, so the
+:class:`~voxwire.access.control.AccessControl` methods run them in a worker thread).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import logging
 import secrets
 import ssl
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
-import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion
-
 from voxwire.access.tokens import USERNAME_PREFIX, SessionToken
+from voxwire.broker.connection import BrokerConnection, ConnectOptions, Received
 from voxwire.core.errors import MqttError
-
-log = logging.getLogger(__name__)
 
 CONTROL_TOPIC = "$CONTROL/dynamic-security/v1"
 RESPONSE_TOPIC = f"{CONTROL_TOPIC}/response"
@@ -50,6 +49,18 @@ def key_role_name(key_id: str) -> str:
 
 def role_name(tenant_id: str) -> str:
     return f"tenant-{tenant_id}"
+
+
+class _CommandAck:
+    """Fails a command at once when its publish fails (refused, or the connection closed)."""
+
+    def __init__(self, future: Future[dict[str, Any]]) -> None:
+        self.future = future
+
+    def settle(self, error: MqttError | None) -> None:
+        if error is not None:
+            with contextlib.suppress(InvalidStateError):  # answered already
+                self.future.set_exception(error)
 
 
 class DynsecAccess:
@@ -68,52 +79,43 @@ class DynsecAccess:
         self._timeout_s = timeout_s
         self._waiting: dict[str, Future[dict[str, Any]]] = {}
         self._lock = threading.Lock()
-        self._ready = threading.Event()
-        client = paho.Client(
-            CallbackAPIVersion.VERSION2, client_id=f"voxwire-dynsec-{secrets.token_hex(4)}"
+        self._connection = BrokerConnection(
+            ConnectOptions(
+                host,
+                port,
+                f"voxwire-dynsec-{secrets.token_hex(4)}",
+                username=username,
+                password=password,
+                tls=tls,
+                session_expiry_s=None,
+                connect_timeout_s=timeout_s,
+            )
         )
-        client.username_pw_set(username, password)
-        if tls is not None:
-            client.tls_set_context(tls)
-        client.on_connect = self._on_connect
-        client.on_message = self._on_message
-        self._client = client
-        self._address = (host, port)
+        self._connection.subscribe([RESPONSE_TOPIC], self._on_response)
 
     def connect(self) -> None:
         try:
-            self._client.connect(*self._address)
-        except OSError as exc:
-            raise MqttError(f"cannot reach Mosquitto at {self._address}: {exc}") from exc
-        self._client.loop_start()
-        if not self._ready.wait(self._timeout_s):
-            self.close()
+            self._connection.connect()
+        except MqttError as exc:
             raise MqttError(
-                "Mosquitto did not accept the dynsec admin connection",
-                hint="check VOXWIRE_MQTT_USERNAME / VOXWIRE_MQTT_PASSWORD",
-            )
+                f"Mosquitto did not accept the dynsec admin connection: {exc.message}",
+                hint=exc.hint,
+            ) from exc
 
     def close(self) -> None:
-        self._client.disconnect()
-        self._client.loop_stop()
+        self._connection.close()
 
-    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
-        if reason.is_failure:
-            log.error("dynsec admin connection refused: %s", reason)
-            return
-        client.subscribe(RESPONSE_TOPIC, qos=1)
-        self._ready.set()
-
-    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+    def _on_response(self, message: Received) -> None:
         try:
-            responses = json.loads(msg.payload).get("responses", [])
+            responses = json.loads(message.payload).get("responses", [])
         except (ValueError, AttributeError):
             return
         for response in responses:
             with self._lock:
                 future = self._waiting.pop(str(response.get("correlationData")), None)
             if future is not None and not future.done():
-                future.set_result(response)
+                with contextlib.suppress(InvalidStateError):  # failed by its publish meanwhile
+                    future.set_result(response)
 
     def command(self, name: str, **fields: Any) -> dict[str, Any]:
         """Run one command; raise MqttError on an error other than 'already exists'."""
@@ -122,15 +124,18 @@ class DynsecAccess:
         with self._lock:
             self._waiting[correlation] = future
         body = {"commands": [{"command": name, "correlationData": correlation, **fields}]}
-        self._client.publish(CONTROL_TOPIC, json.dumps(body), qos=1)
         try:
+            self._connection.publish(
+                CONTROL_TOPIC, json.dumps(body).encode(), qos=1, ack=_CommandAck(future)
+            )
             response = future.result(self._timeout_s)
         except TimeoutError:
-            with self._lock:
-                self._waiting.pop(correlation, None)
             raise MqttError(
                 f"dynsec {name}: no answer from Mosquitto", topic=CONTROL_TOPIC
             ) from None
+        finally:
+            with self._lock:
+                self._waiting.pop(correlation, None)
         error = response.get("error")
         if error and not any(text in str(error) for text in _ALREADY):
             raise MqttError(f"dynsec {name} failed: {error}", topic=CONTROL_TOPIC)
