@@ -1,6 +1,7 @@
 """The live-stream session: chunks in, wire messages out.
 
-Most tests drive :class:`StreamSession` with a scripted engine (the engine is
+Most tests drive a :class:`StreamSession` and a :class:`Scheduler` of its own
+(:class:`OneStream`) with a scripted engine (the engine is
 not under test) and either Silero on real speech from the eval set or a
 scripted VAD where exact timing matters. One test runs the real whisper.cpp
 engine and checks the words.
@@ -29,17 +30,10 @@ from voxwire.workers.engine import (
     TranscriptionAborted,
 )
 from voxwire.workers.engines import create_engine
-from voxwire.workers.stream_pipeline import (
-    HALLUCINATION_MAX_VAD,
-    ChunkOrderError,
-    Resume,
-    StreamClosedError,
-    StreamConfig,
-    StreamProgressMessage,
-    StreamSegmentMessage,
-    StreamSession,
-    is_hallucination,
-)
+from voxwire.workers.stream_intake import ChunkOrderError, StreamClosedError
+from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession
+from voxwire.workers.stream_scheduler import Scheduler
+from voxwire.workers.transcript import HALLUCINATION_MAX_VAD, is_hallucination
 from voxwire.workers.vad import FRAME_MS, SileroVad, Vad
 from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
@@ -126,6 +120,42 @@ class ScriptedVad:
         self.frames = 0
 
 
+class OneStream:
+    """One session with a scheduler of its own: what a worker does for many
+    sessions, done for one (the session's attributes read through)."""
+
+    def __init__(
+        self,
+        sid: str,
+        engine: Engine,
+        options: EngineOptions,
+        config: StreamConfig,
+        prompts: tuple[PromptSpec, ...],
+        emit: Callable[[Message], None],
+        *,
+        vad: Vad,
+        now: Callable[[], float],
+        first_seq: int = 2,
+        resume: Resume | None = None,
+        preempted: Callable[[], bool] | None = None,
+        on_queued: Callable[[int], None] | None = None,
+    ) -> None:
+        self.session = StreamSession(
+            sid, options, config, prompts, emit, vad=vad, now=now, first_seq=first_seq,
+            resume=resume, on_queued=on_queued,
+        )  # fmt: skip
+        self.scheduler = Scheduler(engine, now=now, preempted=preempted)
+
+    def run_pending(self) -> int:
+        return self.scheduler.run_pending(self.session)
+
+    def finish(self) -> None:
+        self.scheduler.finish(self.session)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.session, name)
+
+
 def pcm(audio: Audio) -> bytes:
     return (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()
 
@@ -140,7 +170,7 @@ def chunks(audio: Audio) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
 
 
-def feed(session: StreamSession, audio: Audio, clock: Clock, *, run: bool = True) -> None:
+def feed(session: OneStream, audio: Audio, clock: Clock, *, run: bool = True) -> None:
     """Push ``audio`` in 100 ms chunks as a real-time client would, then end the stream."""
     parts = chunks(audio)
     for index, chunk in enumerate(parts):
@@ -162,9 +192,9 @@ def make_session(
     *,
     prompts: tuple[PromptSpec, ...] = (),
     first_seq: int = 2,
-) -> StreamSession:
+) -> OneStream:
     config = config or StreamConfig()
-    return StreamSession(
+    return OneStream(
         "s1", engine, EngineOptions(), config, prompts, out.append, vad=vad, now=clock,
         first_seq=first_seq,
     )  # fmt: skip
@@ -192,7 +222,7 @@ def of_type(out: list[Message], kind: str) -> list[SegmentMessage]:
 
 
 def speech_flags(out: list[Message]) -> list[bool | None]:
-    return [m.speech for m in out if isinstance(m, StreamProgressMessage)]
+    return [m.speech for m in out if isinstance(m, ProgressMessage)]
 
 
 def eval_rows() -> dict[str, dict[str, str]]:
@@ -398,7 +428,7 @@ def test_a_preempted_partial_is_dropped_and_finals_are_not_preemptible() -> None
     out: list[Message] = []
     clock, engine = Clock(), ScriptedEngine()
     queued: list[int] = []
-    session = StreamSession(
+    session = OneStream(
         "s1", engine, EngineOptions(), StreamConfig(), (), out.append,
         vad=ScriptedVad([(1000, 6000, 0.95)]), now=clock, preempted=lambda: True,
         on_queued=queued.append,
@@ -481,7 +511,7 @@ def test_latency_breakdown_and_lag() -> None:
     feed(session, tone(5.0), clock)
     partial, likely = of_type(out, "partial")
     (final,) = of_type(out, "final")
-    assert isinstance(partial, StreamSegmentMessage) and isinstance(final, StreamSegmentMessage)
+    assert isinstance(partial, SegmentMessage) and isinstance(final, SegmentMessage)
     assert partial.segment.end_ms == 2848  # the first frame ending 2 s after 824 ms
     assert partial.latency is not None and final.latency is not None
     assert partial.latency.model_dump() == {"vad_ms": 0, "queue_ms": 0, "transcribe_ms": 250}
@@ -607,7 +637,7 @@ def test_real_engine_words_and_latency(
     engine = create_engine("whispercpp", model_path)
     clock = Clock()
     emitted: list[tuple[Message, float]] = []
-    session = StreamSession(
+    session = OneStream(
         "s1",
         TimedEngine(engine, clock),
         EngineOptions(language="en", threads=2),
@@ -624,9 +654,7 @@ def test_real_engine_words_and_latency(
     normalizer = EnglishTextNormalizer()
     rows = eval_rows()
     reference = normalizer(" ".join(rows[name]["text"] for name in UTTERANCES))
-    finals = [
-        (m, at) for m, at in emitted if isinstance(m, StreamSegmentMessage) and m.type == "final"
-    ]
+    finals = [(m, at) for m, at in emitted if isinstance(m, SegmentMessage) and m.type == "final"]
     hypothesis = normalizer(" ".join(m.segment.text for m, _ in finals))
     error_rate = float(jiwer.wer(" ".join(reference.split()), " ".join(hypothesis.split())))
     assert error_rate <= 0.15, hypothesis
@@ -637,9 +665,7 @@ def test_real_engine_words_and_latency(
         assert latency is not None
         parts = 200 + latency.vad_ms + latency.queue_ms + latency.transcribe_ms
         assert 0 <= delay_ms - parts <= CHUNK_MS + 5  # the rest: waiting for a chunk's end
-    partials = [
-        m for m, _ in emitted if isinstance(m, StreamSegmentMessage) and m.type == "partial"
-    ]
+    partials = [m for m, _ in emitted if isinstance(m, SegmentMessage) and m.type == "partial"]
     print(f"WER {error_rate:.3f}, {len(finals)} finals, {len(partials)} partials")
     assert partials
 
@@ -668,14 +694,14 @@ def test_a_stream_resumed_after_any_message_repeats_and_loses_nothing() -> None:
     config = StreamConfig(partial_interval_s=1.0)
     whole: list[Message] = []
     points: list[Resume] = []
-    sessions: list[StreamSession] = []
+    sessions: list[OneStream] = []
 
     def remember(message: Message) -> None:  # a worker saves the point with each message
         whole.append(message)
         points.append(sessions[0].resume_point())
 
     sessions.append(
-        StreamSession(
+        OneStream(
             "s1", ScriptedEngine(), EngineOptions(), config, prompts, remember,
             vad=EnergyVad(), now=Clock(),
         )
@@ -685,7 +711,7 @@ def test_a_stream_resumed_after_any_message_repeats_and_loses_nothing() -> None:
     assert len(finals) == 3 and points[-1].next_seq == whole[-1].seq + 1
     for died_after in range(len(whole) - 1):
         resumed: list[Message] = []
-        successor = StreamSession(
+        successor = OneStream(
             "s1", ScriptedEngine(), EngineOptions(), config, prompts, resumed.append,
             vad=EnergyVad(), now=Clock(), resume=points[died_after],
         )  # fmt: skip

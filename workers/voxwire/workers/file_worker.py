@@ -27,7 +27,8 @@ from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
 from voxwire.workers.engine import Engine, EngineOptions
-from voxwire.workers.pipeline import error_message, run_file_job
+from voxwire.workers.pipeline import run_file_job
+from voxwire.workers.transcript import error_message
 from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode_message
 
 log = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ class CheckpointError(VoxwireError):
 @dataclass(frozen=True, slots=True)
 class StreamCheckpoint:
     start: bytes
-    """The session's start record (:class:`~voxwire.workers.stream_worker.StreamStart`)."""
+    """The session's start record (:class:`~voxwire.wire.records.StreamStart`)."""
     resume: Resume
     last: Message | None = None
     """The message saved with this checkpoint; maybe not yet on the bus."""

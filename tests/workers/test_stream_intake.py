@@ -1,0 +1,69 @@
+"""The stream intake on its own: chunks in, work items out, no engine and no queue."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.workers.test_stream_pipeline import CHUNK_MS, ScriptedVad, chunks, tone
+from voxwire.core.errors import AudioError
+from voxwire.workers.endpointing import EndpointConfig
+from voxwire.workers.stream_intake import (
+    ChunkOrderError,
+    FinalWork,
+    LikelyFinalWork,
+    PartialWork,
+    ProgressWork,
+    StreamClosedError,
+    StreamIntake,
+)
+
+
+def intake(spans: list[tuple[int, int, float]], **resume: int) -> StreamIntake:
+    return StreamIntake("s1", EndpointConfig(), ScriptedVad(spans), **resume)
+
+
+def test_speech_becomes_progress_partials_a_likely_final_and_a_final() -> None:
+    stream = intake([(1000, 3000, 0.95)])
+    work = []
+    for index, chunk in enumerate(chunks(tone(5.0))):
+        work += stream.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+    assert stream.end(5.0) == []  # the final came with the pause
+    kinds = [type(w) for w in work]
+    assert kinds == [ProgressWork, PartialWork, LikelyFinalWork, FinalWork, ProgressWork]
+    assert [w.speech for w in work if isinstance(w, ProgressWork)] == [True, False]
+    final = work[3]
+    assert isinstance(final, FinalWork) and (final.start_ms, final.end_ms) == (824, 3208)
+    assert len(final.audio) == (3208 - 824) * 16 and final.vad_mean > 0.5
+    assert final.reason == "silence" and final.settled == (32, 128)  # 3208 ms = chunk 32 + 8 ms
+    assert final.audio_end_at == 3.3 and final.decided_at == 3.7
+    assert stream.stream_ms == 5000
+
+
+def test_chunk_rules() -> None:
+    stream = intake([])
+    parts = chunks(np.zeros(16_000, dtype=np.float32))
+    assert stream.push(0, parts[0], 0.1) == []
+    assert stream.push(0, parts[0], 0.2) == []  # a redelivery
+    with pytest.raises(ChunkOrderError):
+        stream.push(2, parts[2], 0.3)  # not consumed: chunk 1 is still expected
+    with pytest.raises(AudioError, match="2-byte"):
+        stream.push(1, b"\x00" * 3, 0.4)  # consumed: its audio is dropped
+    stream.push(2, parts[2], 0.5)
+    assert stream.next_chunk == 3 and stream.stream_ms == 2 * CHUNK_MS
+    stream.fail()
+    with pytest.raises(StreamClosedError, match="failed"):
+        stream.push(3, parts[3], 0.6)
+
+
+def test_a_resumed_intake_skips_what_is_settled() -> None:
+    stream = intake([(0, 10_000, 0.95)], origin_sample=16 * 250, next_chunk=2, skip_samples=800)
+    parts = chunks(tone(1.0))
+    assert stream.push(1, parts[1], 0.1) == []  # before the resume point: a redelivery
+    stream.push(2, parts[2], 0.2)
+    assert stream.stream_ms == 250 + CHUNK_MS - 50  # 800 samples of chunk 2 were settled
+    for index in range(3, 10):
+        stream.push(index, parts[index], index / 10)
+    (final,) = [w for w in stream.end(1.0) if isinstance(w, FinalWork)]
+    assert (final.end_ms, final.reason, final.settled) == (1000, "end_of_stream", (10, 0))
+    assert final.start_ms >= 250  # nothing before the resume point

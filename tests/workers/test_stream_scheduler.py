@@ -1,0 +1,82 @@
+"""The scheduler over several sessions, without a bus: finals before partials,
+finals of several sessions in one engine call, and one commit path for both."""
+
+from __future__ import annotations
+
+from tests.workers.test_stream_pipeline import (
+    CHUNK_MS,
+    Clock,
+    ScriptedEngine,
+    ScriptedVad,
+    chunks,
+    of_type,
+    tone,
+)
+from voxwire.core.audio import Audio
+from voxwire.core.errors import EngineError
+from voxwire.workers.engine import EngineOptions, Segment
+from voxwire.workers.stream_pipeline import StreamConfig, StreamSession
+from voxwire.workers.stream_scheduler import LiveSession, Scheduler
+from voxwire_client.messages import ErrorMessage, Message
+
+
+class BatchScripted(ScriptedEngine):
+    """A scripted engine that can also transcribe clips in one call."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__()
+        self.batched: list[int] = []
+        self.fail = fail
+
+    def transcribe_batch(self, clips: list[Audio], options: EngineOptions) -> list[list[Segment]]:
+        self.batched.append(len(clips))
+        if self.fail:
+            raise EngineError("boom", hint="retry")
+        return [self.transcribe(clip, options) for clip in clips]
+
+
+def sessions(
+    count: int, scheduler: Scheduler, clock: Clock
+) -> tuple[dict[str, LiveSession], dict[str, list[Message]]]:
+    """``count`` sessions that have all their speech queued at once (no
+    partials), and the messages each emits."""
+    live: dict[str, LiveSession] = {}
+    emitted: dict[str, list[Message]] = {}
+    config = StreamConfig(partial_interval_s=0)
+    for n in range(count):
+        out = emitted[f"s{n}"] = []
+        session = StreamSession(
+            f"s{n}", EngineOptions(), config, (), out.append, vad=ScriptedVad([(1000, 2000, 0.95)]),
+            now=clock, on_queued=scheduler.queued,
+        )  # fmt: skip
+        for index, chunk in enumerate(chunks(tone(4.0))):
+            session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+        session.end(4.0)
+        live[session.sid] = LiveSession(session, b"start", partition=0, ending=True)
+    return live, emitted
+
+
+def test_the_finals_of_several_sessions_share_one_engine_call() -> None:
+    clock = Clock()
+    engine = BatchScripted()
+    scheduler = Scheduler(engine, now=clock, batch_finals=8)
+    live, emitted = sessions(3, scheduler, clock)
+    drained = scheduler.drain(live)
+    assert sorted(drained.finished) == ["s0", "s1", "s2"] and drained.moved == []
+    assert engine.batched == [3] and scheduler.batches == [3]
+    for sid, out in emitted.items():
+        (final,) = of_type(out, "final")
+        assert final.segment.id == f"{sid}-0"
+        assert [m.type for m in out][-2:] == ["transcript", "progress"]
+        assert [m.seq for m in out] == list(range(2, 2 + len(out)))
+
+
+def test_an_engine_error_in_a_batch_costs_each_session_its_segment() -> None:
+    clock = Clock()
+    scheduler = Scheduler(BatchScripted(fail=True), now=clock, batch_finals=8)
+    live, emitted = sessions(2, scheduler, clock)
+    scheduler.drain(live)
+    for out in emitted.values():
+        errors = [m for m in out if isinstance(m, ErrorMessage)]
+        assert [(e.code, e.fatal) for e in errors] == [("engine", False)]
+        assert of_type(out, "final") == [] and out[-1].type == "progress"

@@ -1,0 +1,269 @@
+"""A live stream's intake: PCM chunks in, work items out. Pure: no engine, no
+emit, no locks, no clock (arrival times come with the audio).
+
+:class:`StreamIntake` cuts the accepted audio into VAD frames
+(:class:`~voxwire.workers.stream_audio.FrameSplitter`), scores each with the
+session's :class:`~voxwire.workers.vad.Vad`, feeds the probabilities to the
+:class:`~voxwire.workers.endpointing.Endpointer` and turns its events into
+work items, each holding a copy of its audio and its times:
+
+- ``PartialDue`` -> :class:`PartialWork` (the open segment so far);
+- ``FinalLikely`` -> :class:`LikelyFinalWork` (the segment a pause may close);
+- ``SegmentFinal`` -> :class:`FinalWork` (a segment to commit), with the
+  point where the audio after it starts (``settled``: chunk and samples);
+- ``SpeechStarted`` / ``SpeechStopped`` -> :class:`ProgressWork`;
+- ``Dropped`` -> nothing.
+
+Chunks. ``chunk_seq`` counts from 0. A chunk already seen is ignored (a QoS 1
+redelivery); one that skips ahead raises :class:`ChunkOrderError` and is not
+consumed, so the intake accepts the expected chunk next. A chunk with an odd
+byte count raises :class:`~voxwire.core.errors.AudioError` and *is* consumed
+(its audio dropped: redelivery cannot fix it), so stream time counts accepted
+audio only. After :meth:`StreamIntake.end` or :meth:`StreamIntake.fail`, new
+chunks raise :class:`StreamClosedError`.
+
+Resuming. An intake made with ``origin_sample``, ``next_chunk`` and
+``skip_samples`` (a :class:`~voxwire.workers.stream_pipeline.Resume` point)
+ignores the chunks before ``next_chunk``, skips the settled start of that
+chunk and counts stream time on from ``origin_sample``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from voxwire.core.audio import SAMPLE_RATE, Audio, pcm16le_to_float32
+from voxwire.core.errors import AudioError
+from voxwire.workers.endpointing import (
+    EndpointConfig,
+    Endpointer,
+    Event,
+    FinalLikely,
+    FinalReason,
+    PartialDue,
+    SegmentFinal,
+    SpeechStarted,
+    SpeechStopped,
+)
+from voxwire.workers.stream_audio import FrameSplitter, SegmentBuffer
+from voxwire.workers.vad import FRAME_SAMPLES, Vad
+
+SAMPLES_PER_MS = SAMPLE_RATE // 1000
+
+
+class ChunkOrderError(AudioError):
+    """A chunk arrived ahead of its turn (a gap in ``chunk_seq``)."""
+
+    code = "chunk_order"
+
+
+class StreamClosedError(AudioError):
+    """Audio arrived after the stream ended or failed."""
+
+    code = "stream_closed"
+
+
+# --- work items -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SliceWork:
+    """A stretch of the stream's audio for the engine."""
+
+    start_ms: int
+    end_ms: int
+    audio: Audio = field(repr=False)
+    """A copy of the stream's samples in ``[start_ms, end_ms)``."""
+    vad_mean: float
+    """Mean VAD probability of the frames in the slice."""
+    audio_end_at: float
+    """When the chunk holding the slice's last sample arrived."""
+    decided_at: float
+    """When the chunk (or end of stream) that made the endpointer ask arrived."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PartialWork(SliceWork):
+    """Transcribe the open segment so far; may be skipped for a newer one."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LikelyFinalWork(PartialWork):
+    """Transcribe the segment a pause may close (sent as a partial); the text
+    serves the final at once when the final's bounds turn out the same."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FinalWork(SliceWork):
+    """Transcribe and commit a segment; never skipped."""
+
+    reason: FinalReason
+    settled: tuple[int, int]
+    """(chunk, samples of it) where the audio after the segment starts."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressWork:
+    """Report the speech state at ``stream_ms``."""
+
+    speech: bool
+    stream_ms: int
+    decided_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrival:
+    """An accepted chunk: its number, its samples' place in the stream, its arrival."""
+
+    chunk: int
+    start: int
+    end: int
+    received_at: float
+
+
+IntakeWork = PartialWork | FinalWork | ProgressWork
+
+
+class StreamIntake:
+    """Framing, VAD and endpointing of one stream; see the module docstring."""
+
+    def __init__(
+        self,
+        sid: str,
+        endpointing: EndpointConfig,
+        vad: Vad,
+        *,
+        origin_sample: int = 0,
+        next_chunk: int = 0,
+        skip_samples: int = 0,
+    ) -> None:
+        self.sid = sid
+        self._vad = vad
+        self._endpointer = Endpointer(endpointing, start_ms=origin_sample // SAMPLES_PER_MS)
+        self._splitter = FrameSplitter(FRAME_SAMPLES, start_sample=origin_sample)
+        max_seconds = 2 * endpointing.max_segment_s + 10
+        self._buffer = SegmentBuffer(max_seconds=max_seconds, start_sample=origin_sample)
+        self._tail: Audio = np.empty(0, dtype=np.float32)  # samples not yet in a frame
+        self.samples = origin_sample  # stream time at the end of the accepted audio
+        self._arrivals: deque[_Arrival] = deque()
+        self._probabilities: deque[tuple[int, float]] = deque()  # (frame start ms, probability)
+        self.next_chunk = next_chunk
+        self._skip = skip_samples  # settled samples of the next chunk
+        self.ended = False
+        self.failed = False
+
+    @property
+    def stream_ms(self) -> int:
+        """Stream time at the end of the audio accepted so far."""
+        return self.samples // SAMPLES_PER_MS
+
+    @property
+    def buffered_ms(self) -> int:
+        """Stream audio held for open and coming segments."""
+        return (self._buffer.held_samples + self._tail.size) // SAMPLES_PER_MS
+
+    def fail(self) -> None:
+        """The session failed: later chunks raise :class:`StreamClosedError`."""
+        self.failed = True
+
+    def push(self, chunk_seq: int, pcm: bytes, received_at: float) -> list[IntakeWork]:
+        """Take chunk ``chunk_seq`` (PCM16LE, 16 kHz mono) that arrived at
+        ``received_at``; return the work it made due. Ignores a chunk already
+        seen; raises :class:`ChunkOrderError` for one out of turn,
+        :class:`AudioError` for an odd byte count and
+        :class:`StreamClosedError` after :meth:`end` or :meth:`fail`."""
+        if 0 <= chunk_seq < self.next_chunk:
+            return []  # a redelivery
+        if self.ended or self.failed:
+            state = "failed" if self.failed else "ended"
+            raise StreamClosedError(
+                f"chunk {chunk_seq} arrived after the stream {state}",
+                hint="start a new session to stream more audio",
+                sid=self.sid,
+            )
+        if chunk_seq != self.next_chunk:
+            raise ChunkOrderError(
+                f"chunk {chunk_seq} arrived out of order: the stream expects chunk "
+                f"{self.next_chunk} next",
+                hint="send chunks in order, numbered consecutively from 0",
+                sid=self.sid,
+            )
+        self.next_chunk += 1  # consumed even if refused below: redelivery cannot fix it
+        try:
+            samples = pcm16le_to_float32(pcm)
+        except AudioError as exc:
+            exc.sid = self.sid
+            raise
+        if self._skip:  # settled before this stream was resumed here
+            samples, self._skip = samples[self._skip :], 0
+        if samples.size == 0:
+            return []
+        first = self.samples
+        self.samples += samples.size
+        self._arrivals.append(_Arrival(chunk_seq, first, self.samples, received_at))
+        work: list[IntakeWork] = []
+        for start_ms, frame in self._splitter.push(samples):
+            self._buffer.append(frame)
+            probability = self._vad.speech_probability(frame)
+            self._probabilities.append((start_ms, probability))
+            work += self._handle(self._endpointer.push(start_ms, probability), received_at)
+            self._forget_old()
+        self._keep_tail(samples)
+        return work
+
+    def end(self, received_at: float) -> list[IntakeWork]:
+        """End of stream (signalled at ``received_at``): close the open segment
+        and return its work. A second call returns nothing."""
+        if self.ended:
+            return []
+        self.ended = True
+        if self._tail.size:  # the last samples, too few for a VAD frame, belong to the segment
+            self._buffer.append(self._tail)
+            self._tail = np.empty(0, dtype=np.float32)
+        return self._handle(self._endpointer.end_of_stream(self._buffer.end_ms), received_at)
+
+    def _handle(self, events: list[Event], decided_at: float) -> list[IntakeWork]:
+        work: list[IntakeWork] = []
+        for event in events:
+            if isinstance(event, SpeechStarted | SpeechStopped):
+                speech = isinstance(event, SpeechStarted)
+                work.append(ProgressWork(speech, self._endpointer.now_ms, decided_at))
+            elif isinstance(event, PartialDue | FinalLikely | SegmentFinal):
+                work.append(self._slice(event, decided_at))
+            # Dropped: a sound too short to be speech, nothing to do
+        return work
+
+    def _slice(
+        self, event: PartialDue | FinalLikely | SegmentFinal, decided_at: float
+    ) -> PartialWork | FinalWork:
+        start, end = event.start_ms, event.end_ms
+        audio = self._buffer.slice(start, end)
+        probabilities = [p for s, p in self._probabilities if start <= s < end]
+        vad_mean = float(np.mean(probabilities)) if probabilities else 0.0
+        end_sample = end * SAMPLES_PER_MS
+        arrived = next((a.received_at for a in self._arrivals if a.end >= end_sample), decided_at)
+        if isinstance(event, PartialDue):
+            return PartialWork(start, end, audio, vad_mean, arrived, decided_at)
+        if isinstance(event, FinalLikely):
+            return LikelyFinalWork(start, end, audio, vad_mean, arrived, decided_at)
+        after = next((a for a in self._arrivals if a.end > end_sample), None)
+        settled = (after.chunk, end_sample - after.start) if after else (self.next_chunk, 0)
+        return FinalWork(start, end, audio, vad_mean, arrived, decided_at, event.reason, settled)
+
+    def _forget_old(self) -> None:
+        """Drop what no later event can reach back to: memory stays bounded."""
+        keep_ms = self._endpointer.retain_from_ms
+        self._buffer.discard_before(keep_ms)
+        while self._probabilities and self._probabilities[0][0] < keep_ms:
+            self._probabilities.popleft()
+        while len(self._arrivals) > 1 and self._arrivals[0].end < keep_ms * SAMPLES_PER_MS:
+            self._arrivals.popleft()
+
+    def _keep_tail(self, samples: Audio) -> None:
+        """Remember the samples the splitter holds back (for the end of the stream)."""
+        pending = self._splitter.pending_samples
+        joined = samples if pending <= samples.size else np.concatenate([self._tail, samples])
+        self._tail = joined[joined.size - pending :].copy()

@@ -1,0 +1,98 @@
+"""A live session's queue of work, between its intake and the scheduler.
+
+:class:`WorkQueue` holds the items a session's
+:class:`~voxwire.workers.stream_intake.StreamIntake` made due (and a
+:class:`ReplayWork` on resuming) until a scheduler takes them. A partial or
+final drops the queued partials of its segment (a newer text will come);
+finals are never dropped. :data:`RANK` orders the kinds of work by urgency,
+for a scheduler that serves many sessions with one engine. Its methods are
+safe from any thread (one lock of its own).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from voxwire.workers.stream_intake import (
+    FinalWork,
+    IntakeWork,
+    LikelyFinalWork,
+    PartialWork,
+    ProgressWork,
+)
+from voxwire_client.messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayWork:
+    """Emit messages decided before the stream was resumed here, as they are."""
+
+    messages: tuple[Message, ...]
+    decided_at: float
+
+
+Work = IntakeWork | ReplayWork
+
+RANK: dict[type, int] = {
+    ReplayWork: 0, ProgressWork: 0, FinalWork: 1, LikelyFinalWork: 2, PartialWork: 3,
+}  # fmt: skip
+"""How urgent each kind of work is, lower first."""
+
+
+class WorkQueue:
+    """A session's queued work and the item being run; safe from any thread."""
+
+    def __init__(self, on_queued: Callable[[int], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._items: deque[Work] = deque()
+        self._in_flight: Work | None = None
+        self._on_queued = on_queued
+        self.closed = False
+        self.skipped_partials = 0
+
+    def put(self, work: Work) -> None:
+        """Queue ``work``; a partial or final drops the queued partials of its segment."""
+        with self._lock:
+            if self.closed:
+                return
+            if isinstance(work, PartialWork | FinalWork):
+                start = work.start_ms
+                stale = [
+                    w for w in self._items if isinstance(w, PartialWork) and w.start_ms == start
+                ]
+                for old in stale:
+                    self._items.remove(old)
+                self.skipped_partials += len(stale)
+            self._items.append(work)
+        if self._on_queued is not None:
+            self._on_queued(RANK[type(work)])
+
+    def take(self, wanted: Callable[[Work], bool] = lambda work: True) -> Work | None:
+        """Pop the next item when it is ``wanted``; it is in flight until :meth:`done`."""
+        with self._lock:
+            if not self._items or not wanted(self._items[0]):
+                return None
+            work = self._in_flight = self._items.popleft()
+        return work
+
+    def done(self) -> None:
+        with self._lock:
+            self._in_flight = None
+
+    def next(self) -> Work | None:
+        with self._lock:
+            return self._items[0] if self._items else None
+
+    def oldest(self) -> Work | None:
+        """The item in flight, else the next."""
+        with self._lock:
+            return self._in_flight or (self._items[0] if self._items else None)
+
+    def close(self) -> None:
+        """Drop the queued work and refuse more."""
+        with self._lock:
+            self.closed = True
+            self._items.clear()
