@@ -15,8 +15,8 @@ unless the drawing names another one::
     │   ├── TruncatedAudioError
     │   ├── AudioTooLongError
     │   ├── InvalidChunkError    a bad stream chunk (voxwire.workers.stream_worker)
-    │   ├── ChunkOrderError      a chunk ahead of its turn (voxwire.workers.stream_pipeline)
-    │   └── StreamClosedError    audio after the stream ended (voxwire.workers.stream_pipeline)
+    │   ├── ChunkOrderError      a chunk ahead of its turn (voxwire.workers.stream_intake)
+    │   └── StreamClosedError    audio after the stream ended (voxwire.workers.stream_intake)
     ├── EngineError              transcription failed inside an engine
     │   └── TranscriptionAborted the engine was asked to stop (voxwire.workers.engine)
     ├── AuthError                missing or invalid credentials
