@@ -1,6 +1,6 @@
 """PII redaction: precision and recall on the labelled set, and the cost per final.
 
-Precision and recall per entity type on tests/redaction/labelled.jsonl, and
+Precision and recall per entity type on tests/core/redaction/labelled.jsonl, and
 false positives on the ../shared/eval reference transcripts (real speech with
 nothing personal in it). Then the time to redact a final, on the eval
 transcripts and the labelled texts, against the baseline measured in the same
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.redaction.labelled import labelled, scores  # noqa: E402
+from tests.core.redaction.labelled import labelled, scores  # noqa: E402
 from voxwire.core.normalization import normalize  # noqa: E402
 from voxwire.core.redaction import Redactor  # noqa: E402
 from voxwire_client.api import RedactMode  # noqa: E402

@@ -3,7 +3,7 @@ messages, API bodies, bus records, checkpoints, search queries, the redactor.
 Whatever arrives, each returns a value or raises its own typed error, and
 never takes long (hypothesis's per-example deadline catches a hang).
 
-The audio decoder has its own fuzz tests in tests/test_audio.py; the stream
+The audio decoder has its own fuzz tests in tests/core/test_audio.py; the stream
 worker fed with garbage beside a real session is in
 tests/workers/test_stream_worker.py."""
 

@@ -58,7 +58,8 @@ from voxwire_client.api import (
     TokenRequest,
     TokenResponse,
 )
-from voxwire_client.client import AsyncClient, Client, Transcript, pcm_chunks
+from voxwire_client.client import AsyncClient, Transcript, pcm_chunks
+from voxwire_client.sync import Client
 
 __all__ += [
     "AsyncClient",

@@ -1,7 +1,7 @@
 """The Python SDK: upload audio, follow a session over MQTT, get a typed transcript.
 
-``AsyncClient`` is the real implementation; ``Client`` runs it on a private
-event loop for synchronous code.
+``AsyncClient`` is the real implementation; ``Client``
+(:mod:`voxwire_client.sync`) runs it on a private event loop for synchronous code.
 
 Delivery guarantees the SDK gives on top of MQTT QoS 1: every message of a
 session is yielded exactly once and in ``seq`` order. Duplicates are dropped;
@@ -460,79 +460,3 @@ def _api_error(response: httpx.Response) -> ApiError:
     if cls is AuthenticationError and hint is None:
         hint = "check VOXWIRE_API_KEY, or create a key with `voxwire keys create`"
     return cls(message, status=response.status_code, code=code, hint=hint)
-
-
-class Client:
-    """Synchronous facade over :class:`AsyncClient`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._async = AsyncClient(*args, **kwargs)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._loop.run_until_complete(self._async.aclose())
-        self._loop.close()
-
-    def upload(
-        self, path: str | Path, prompts: Prompts = None, *, redact: RedactMode | str | None = None
-    ) -> SessionCreated:
-        return self._loop.run_until_complete(self._async.upload(path, prompts, redact=redact))
-
-    def session(self, sid: str) -> SessionInfo:
-        return self._loop.run_until_complete(self._async.session(sid))
-
-    def transcript(self, sid: str) -> TranscriptResponse:
-        return self._loop.run_until_complete(self._async.transcript(sid))
-
-    def change_prompts(
-        self, sid: str, add: Sequence[PromptSpec] = (), remove: Sequence[str] = ()
-    ) -> PromptChange:
-        return self._loop.run_until_complete(self._async.change_prompts(sid, add, remove))
-
-    def search(self, query: SearchQuery | str, **filters: Any) -> SearchPage:
-        return self._loop.run_until_complete(self._async.search(query, **filters))
-
-    def create_token(self, sids: Sequence[str], ttl_s: int = 3600) -> TokenResponse:
-        return self._loop.run_until_complete(self._async.create_token(sids, ttl_s))
-
-    def transcribe(
-        self,
-        path: str | Path,
-        prompts: Prompts = None,
-        *,
-        on_event: Callable[[Message], None] | None = None,
-        redact: RedactMode | str | None = None,
-    ) -> Transcript:
-        return self._loop.run_until_complete(
-            self._async.transcribe(path, prompts, on_event=on_event, redact=redact)
-        )
-
-    def stream(
-        self,
-        chunks: Iterable[bytes],
-        request: StreamRequest | None = None,
-        *,
-        chunk_ms: int = 100,
-        speed: float = 1.0,
-        on_event: Callable[[Message], None] | None = None,
-    ) -> Transcript:
-        return self._loop.run_until_complete(
-            self._async.stream(chunks, request, chunk_ms=chunk_ms, speed=speed, on_event=on_event)
-        )
-
-    def events(self, sid: str, *, after_seq: int = 0) -> Iterator[Message]:
-        stream = self._async.events(sid, after_seq=after_seq)
-        try:
-            while True:
-                try:
-                    yield self._loop.run_until_complete(anext(stream))
-                except StopAsyncIteration:
-                    return
-        finally:
-            self._loop.run_until_complete(stream.aclose())

@@ -10,8 +10,8 @@ import re
 import pytest
 from prometheus_client import REGISTRY
 
+from tests.core.redaction.labelled import labelled, scores
 from tests.helpers import EVAL_DIR
-from tests.redaction.labelled import labelled, scores
 from voxwire.core.redaction import Redactor
 from voxwire_client.api import RedactMode
 

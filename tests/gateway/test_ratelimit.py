@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.unit.gateway_app import gateway_client
+from tests.gateway.gateway_app import gateway_client
 from voxwire.access.keys import generate_key
 from voxwire.core.ratelimit import RateLimits
 from voxwire.store import SqliteStore

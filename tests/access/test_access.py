@@ -1,4 +1,4 @@
-from tests.unit.lookups import lookup
+from tests.access.lookups import lookup
 from voxwire.access.owners import CachedOwners
 from voxwire.access.principal import Principal
 from voxwire.access.rules import (

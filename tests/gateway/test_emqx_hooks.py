@@ -11,7 +11,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from tests.unit.gateway_app import gateway_client
+from tests.gateway.gateway_app import gateway_client
 from voxwire.access.keys import generate_key
 from voxwire.access.rules import SERVICE_USER
 from voxwire.access.tokens import TokenIssuer

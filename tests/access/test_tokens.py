@@ -5,7 +5,7 @@ from __future__ import annotations
 import jwt
 import pytest
 
-from tests.unit.lookups import lookup
+from tests.access.lookups import lookup
 from voxwire.access.principal import Principal
 from voxwire.access.rules import PlatformAuthenticator, SessionAuthorizer
 from voxwire.access.tokens import MAX_TTL_S, TokenError, TokenIssuer, load_secret, looks_like_token

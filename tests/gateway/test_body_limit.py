@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from tests.unit.gateway_app import gateway_client
+from tests.gateway.gateway_app import gateway_client
 from voxwire.access.keys import generate_key
 from voxwire.store import SqliteStore
 
