@@ -9,7 +9,7 @@ with it there, 7.5k with it apart). Three paths:
 2. Kafka floor: records produced and consumed (and committed) by a
    subscription in this process: the latency the bridge starts from;
 3. bridge: records produced to Kafka's results topic, relayed by a
-   `voxwire bridge` process (store in PostgreSQL, hot state in Redis, publish
+   `voxwire bridge` process (store in PostgreSQL, publish
    to Mosquitto) to the subscriber.
 
 Throughput: a backlog of ``--count`` messages, as fast as each path drains it
