@@ -225,8 +225,10 @@ class Ceiling:
 async def kafka_floor(settings: Any, rate: float) -> dict[str, float]:
     """Produce -> consume -> commit through Kafka alone, paced at ``rate``."""
     namespace = "bench" + secrets.token_hex(3)
-    kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=namespace)
-    bus = NamespacedBus(KafkaBus(settings.kafka_bootstrap, client_id="bench"), f"{namespace}.")
+    kafka_init(settings.servers.kafka_bootstrap, DEFAULT_TOPICS, namespace=namespace)
+    bus = NamespacedBus(
+        KafkaBus(settings.servers.kafka_bootstrap, client_id="bench"), f"{namespace}."
+    )
     subscription = bus.subscribe(RESULTS_TOPIC, "bench-floor")
     paced = int(rate * PACED_S)
     arrivals: dict[int, float] = {}
@@ -259,12 +261,14 @@ async def bridge(settings: Any, count: int, rates: list[float]) -> list[dict[str
     plus its ingest and indexer), fed through Kafka by this process: its drain
     throughput, then its latency at each rate."""
     namespace = "bench" + secrets.token_hex(3)
-    kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=namespace)
+    kafka_init(settings.servers.kafka_bootstrap, DEFAULT_TOPICS, namespace=namespace)
     host, port = broker_address(settings)
-    pw = settings.mqtt_password.get_secret_value()
-    bus = NamespacedBus(KafkaBus(settings.kafka_bootstrap, client_id="bench"), f"{namespace}.")
+    pw = settings.servers.mqtt_password.get_secret_value()
+    bus = NamespacedBus(
+        KafkaBus(settings.servers.kafka_bootstrap, client_id="bench"), f"{namespace}."
+    )
     sid = "bench" + secrets.token_hex(3)
-    rx = Receiver(host, port, settings.mqtt_username, pw, f"transcription/{sid}/+")
+    rx = Receiver(host, port, settings.servers.mqtt_username, pw, f"transcription/{sid}/+")
     rx.start()
     # throughput: a backlog of `count` records, drained by a bridge started afterwards
     await asyncio.gather(
@@ -312,8 +316,8 @@ def main() -> None:
     args = parser.parse_args()
     settings = load_settings(mode="distributed")
     host, port = broker_address(settings)
-    pw = settings.mqtt_password.get_secret_value()
-    with Ceiling(host, port, settings.mqtt_username, pw) as mqtt:
+    pw = settings.servers.mqtt_password.get_secret_value()
+    with Ceiling(host, port, settings.servers.mqtt_username, pw) as mqtt:
         mqtt.throughput(args.count)  # warm-up
         ceiling = mqtt.throughput(args.count)
         rates = parse_rates(args.rates, ceiling["msgs_per_s"])

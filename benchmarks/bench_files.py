@@ -57,7 +57,7 @@ async def bench_pipeline(
     key = (await platform.ensure_key()).key
     assert key is not None
     await platform.start()
-    s = platform.settings
+    s = platform.settings.listen
     client = AsyncClient(
         f"http://127.0.0.1:{s.http_port}", key.plaintext, f"mqtt://127.0.0.1:{s.mqtt_port}"
     )
@@ -77,12 +77,12 @@ def main() -> int:
         "--repeat", type=int, default=1, help="run each side N times, keep the best"
     )
     parser.add_argument("--model", default="tiny.en")
-    parser.add_argument("--engine", default=Settings().engine)
+    parser.add_argument("--engine", default=Settings().engine.name)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     files = eval_files()
     registry.resolve(args.model)  # whisper.cpp's file is built on first use
-    options = EngineOptions(threads=Settings().threads)
+    options = EngineOptions(threads=Settings().engine.threads)
     raw, pipe = [], []
     for _ in range(args.repeat):
         raw.append(bench_raw(files, args.engine, args.model, options))

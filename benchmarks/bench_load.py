@@ -419,7 +419,7 @@ def main() -> int:
     )
     parser.add_argument("--burn-s", type=float, default=600, help="0 skips the burn test")
     parser.add_argument("--burn-every", type=float, default=4.0, help="s between burn uploads")
-    parser.add_argument("--engine", default=Settings().engine)
+    parser.add_argument("--engine", default=Settings().engine.name)
     parser.add_argument(
         "--mode",
         choices=("embedded", "distributed"),

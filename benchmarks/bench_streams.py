@@ -138,7 +138,7 @@ async def one_stream(client: AsyncClient, pcm: bytes, delay: float) -> StreamRun
 
 
 async def level(platform: Platform, key: str, pcm: bytes, count: int) -> list[StreamRun]:
-    s = platform.settings
+    s = platform.settings.listen
     client = AsyncClient(f"http://127.0.0.1:{s.http_port}", key, f"mqtt://127.0.0.1:{s.mqtt_port}")
     try:
         stagger = 7.0 / count  # spread the streams over one utterance's length
@@ -208,7 +208,8 @@ def offline_wer(model: str) -> float:
     try:
         hyps = [
             " ".join(
-                s.text for s in engine.transcribe(a, EngineOptions(threads=Settings().threads))
+                s.text
+                for s in engine.transcribe(a, EngineOptions(threads=Settings().engine.threads))
             )
             for a in audio
         ]

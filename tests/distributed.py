@@ -108,7 +108,7 @@ class DistributedPlatform:
         from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
 
         settings = self.settings
-        kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=self.namespace)
+        kafka_init(settings.servers.kafka_bootstrap, DEFAULT_TOPICS, namespace=self.namespace)
         self.api_key = self.new_tenant_key("default")
         self.spawn("bridge")
         for i in range(self.worker_count):
@@ -201,15 +201,17 @@ class DistributedPlatform:
         from confluent_kafka.admin import AdminClient
 
         settings = self.settings
-        admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+        admin = AdminClient({"bootstrap.servers": settings.servers.kafka_bootstrap})
         prefix = f"{self.namespace}."
         mine = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
         for future in admin.delete_topics(mine).values() if mine else ():
             future.result(30)
-        with psycopg.connect(settings.postgres_dsn.get_secret_value(), autocommit=True) as conn:
+        with psycopg.connect(
+            settings.servers.postgres_dsn.get_secret_value(), autocommit=True
+        ) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.namespace}" CASCADE')  # type: ignore[arg-type]
         index = f"voxwire-transcripts-{self.namespace}-*"
-        httpx.delete(f"{settings.opensearch_url}/{index}", timeout=30)
+        httpx.delete(f"{settings.servers.opensearch_url}/{index}", timeout=30)
 
     def new_tenant_key(self, name: str) -> str:
         from voxwire.platform import build

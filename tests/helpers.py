@@ -114,15 +114,15 @@ class PlatformThread:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.settings.http_port}"
+        return f"http://127.0.0.1:{self.settings.listen.http_port}"
 
     @property
     def mqtt_url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.settings.mqtt_port}"
+        return f"mqtt://127.0.0.1:{self.settings.listen.mqtt_port}"
 
     @property
     def mqtt_port(self) -> int:
-        return self.settings.mqtt_port
+        return self.settings.listen.mqtt_port
 
     def new_tenant_key(self, name: str) -> str:
         from voxwire.access.keys import generate_key

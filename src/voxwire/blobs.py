@@ -95,12 +95,12 @@ class S3BlobStore:
 
         client = boto3.client(
             "s3",
-            endpoint_url=settings.s3_endpoint_url or None,
-            region_name=settings.s3_region,
-            aws_access_key_id=settings.s3_access_key.get_secret_value() or None,
-            aws_secret_access_key=settings.s3_secret_key.get_secret_value() or None,
+            endpoint_url=settings.blobs.s3_endpoint_url or None,
+            region_name=settings.blobs.s3_region,
+            aws_access_key_id=settings.blobs.s3_access_key.get_secret_value() or None,
+            aws_secret_access_key=settings.blobs.s3_secret_key.get_secret_value() or None,
         )
-        return cls(client, settings.s3_bucket, settings.namespace)
+        return cls(client, settings.blobs.s3_bucket, settings.namespace)
 
     def key(self, sid: str, name: str) -> str:
         return blob_key(sid, name)
@@ -136,6 +136,6 @@ class S3BlobStore:
 
 
 def open_blob_store(settings: Settings) -> BlobStore:
-    if settings.blob_store == "s3":
+    if settings.blobs.store == "s3":
         return S3BlobStore.from_settings(settings)
     return LocalBlobStore(settings.blob_dir)

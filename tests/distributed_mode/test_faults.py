@@ -146,7 +146,8 @@ def test_kafka_outage_holds_client_messages(cluster: DistributedPlatform) -> Non
     async def read_audio() -> list[int]:
         settings = cluster.settings
         bus = NamespacedBus(
-            KafkaBus(settings.kafka_bootstrap, client_id="test-reader"), f"{cluster.namespace}."
+            KafkaBus(settings.servers.kafka_bootstrap, client_id="test-reader"),
+            f"{cluster.namespace}.",
         )
         subscription = bus.subscribe("transcription.audio", "test-reader")
         seen: list[int] = []

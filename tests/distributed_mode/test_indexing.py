@@ -24,7 +24,7 @@ def test_committed_segments_are_indexed_for_search(cluster: DistributedPlatform)
     settings = cluster.settings
 
     async def search() -> list:
-        index = OpenSearchIndex.open(settings.opensearch_url, alias=index_alias(settings))
+        index = OpenSearchIndex.open(settings.servers.opensearch_url, alias=index_alias(settings))
         try:
             tenant_id = await _tenant_of(cluster, result.sid)
             deadline = time.monotonic() + 30

@@ -22,19 +22,19 @@ from voxwire_client.api import RedactMode as M
 
 def test_a_tenant_policy_is_a_floor_and_sessions_choose_above_it() -> None:
     settings = Settings(redact=M.OFF, redact_tenants={"bank": M.MASK})
-    assert settings.redact_for("bank", None) is M.MASK
-    assert settings.redact_for("bank", M.OFF) is M.MASK  # cannot be turned off
-    assert settings.redact_for("bank", M.ENTITY) is M.ENTITY
-    assert settings.redact_for("shop", None) is M.OFF
-    assert settings.redact_for("shop", M.ENTITY) is M.ENTITY
-    assert Settings(redact=M.ENTITY).redact_for("shop", None) is M.ENTITY
+    assert settings.security.redact_for("bank", None) is M.MASK
+    assert settings.security.redact_for("bank", M.OFF) is M.MASK  # cannot be turned off
+    assert settings.security.redact_for("bank", M.ENTITY) is M.ENTITY
+    assert settings.security.redact_for("shop", None) is M.OFF
+    assert settings.security.redact_for("shop", M.ENTITY) is M.ENTITY
+    assert Settings(redact=M.ENTITY).security.redact_for("shop", None) is M.ENTITY
 
 
 def test_tenant_policies_come_from_the_environment_as_json(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("VOXWIRE_REDACT_TENANTS", json.dumps({"bank": "entity"}))
-    assert load_settings(tmp_path / "none.toml").redact_tenants == {"bank": M.ENTITY}
+    assert load_settings(tmp_path / "none.toml").security.redact_tenants == {"bank": M.ENTITY}
     monkeypatch.setenv("VOXWIRE_REDACT_TENANTS", "bank=entity")
     with pytest.raises(ConfigError, match="redact_tenants"):
         load_settings(tmp_path / "none.toml")

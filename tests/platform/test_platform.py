@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from voxwire.core.config import Settings, load_settings
+from voxwire.core.config import FLAT_NAMES, GROUPS, Settings, load_settings
 from voxwire.core.errors import ConfigError
 from voxwire.platform import ROLES, build
 from voxwire.platform.brokers import BROKERS
@@ -36,7 +36,8 @@ def test_a_name_map_refuses_an_unknown_name(setting: str) -> None:
 
 @pytest.mark.parametrize("setting", sorted(MAPS))
 def test_every_name_a_setting_takes_is_in_its_map(setting: str) -> None:
-    field = Settings.model_fields[setting]
+    group, name = FLAT_NAMES.get(setting, ("", setting))
+    field = (GROUPS[group] if group else Settings).model_fields[name]
     names = set(getattr(field.annotation, "__args__", ()))
     assert names == set(MAPS[setting])
 

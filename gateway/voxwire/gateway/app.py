@@ -113,8 +113,10 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
     streams = StreamService(ctx.store, ctx.bus, ctx.access, ctx.settings)
     settings = ctx.settings
-    limits = RateLimits(settings.rate_limit_per_s, settings.rate_limit_burst)
-    tokens = ctx.tokens or issuer_for(settings.token_secret.get_secret_value(), settings.data_dir)
+    limits = RateLimits(settings.limits.rate_limit_per_s, settings.limits.rate_limit_burst)
+    tokens = ctx.tokens or issuer_for(
+        settings.security.token_secret.get_secret_value(), settings.data_dir
+    )
 
     @app.exception_handler(VoxwireError)
     async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
@@ -179,7 +181,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             version=version("voxwire"),
             mode=settings.mode,
             workers=ctx.workers,
-            model=settings.model,
+            model=settings.engine.model,
         )
 
     @app.post(
@@ -310,9 +312,11 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             ws_url=settings.broker_urls[1],
         )
 
-    if settings.hook_secret.get_secret_value():
+    if settings.security.hook_secret.get_secret_value():
         app.include_router(
-            emqx_hooks(ctx.store, tokens, settings.hook_secret, settings.mqtt_password)
+            emqx_hooks(
+                ctx.store, tokens, settings.security.hook_secret, settings.servers.mqtt_password
+            )
         )
 
     @app.get("/v1/sessions/{sid}/audio", tags=["sessions"], response_class=Response)

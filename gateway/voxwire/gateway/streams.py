@@ -25,7 +25,7 @@ class StreamService:
 
     async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
         check_prompts(request.prompts)
-        redact = self._settings.redact_for(tenant.name, request.redact)
+        redact = self._settings.security.redact_for(tenant.name, request.redact)
         request = request.model_copy(update={"redact": redact})
         sid = await open_session(self._store, self._access, tenant, prompts=request.prompts)
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)

@@ -114,7 +114,7 @@ class UploadService:
         self._blobs = blobs
 
     def check_size(self, size: int) -> None:
-        limit = int(self._settings.max_upload_mb * 1024 * 1024)
+        limit = int(self._settings.limits.max_upload_mb * 1024 * 1024)
         if size > limit:
             raise PayloadTooLargeError(
                 f"upload of {size} bytes exceeds the limit of {limit} bytes",
@@ -126,10 +126,10 @@ class UploadService:
         (the session then exists, failed, with an error message published on it)."""
         self.check_size(len(upload.data))
         prompts = parse_prompts(upload.prompts)
-        language = (upload.language or self._settings.language).strip().lower()
+        language = (upload.language or self._settings.engine.language).strip().lower()
         if not language.isalpha() or len(language) > 8:
             raise InvalidRequestError(f"invalid language {language!r}", hint="use a code like 'en'")
-        redact = self._settings.redact_for(tenant.name, redact_mode(upload.redact))
+        redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
         sid = await open_session(
             self._store,
             self._access,
@@ -139,7 +139,10 @@ class UploadService:
         )
         try:
             decoded = await asyncio.to_thread(
-                decode, upload.data, max_seconds=self._settings.max_audio_s, name=upload.filename
+                decode,
+                upload.data,
+                max_seconds=self._settings.limits.max_audio_s,
+                name=upload.filename,
             )
         except AudioError as exc:
             exc.sid = sid

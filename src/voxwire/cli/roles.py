@@ -72,7 +72,7 @@ def kafka_init(
     settings = load_settings(mode="distributed")
     try:
         created = init(
-            bootstrap or settings.kafka_bootstrap,
+            bootstrap or settings.servers.kafka_bootstrap,
             DEFAULT_TOPICS,
             namespace=settings.namespace or None,
         )

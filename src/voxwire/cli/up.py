@@ -65,7 +65,7 @@ def up(
     try:
         settings = load_settings(None, mode="distributed" if distributed else None, **overrides)
         # whisper.cpp's ggml file is built on first use; faster-whisper reads the shipped folder
-        model_path = _model(settings.model) if settings.engine == "whispercpp" else None
+        model_path = _model(settings.engine.model) if settings.engine.name == "whispercpp" else None
         if distributed:
             from voxwire.cli.up_distributed import serve_distributed
 
@@ -99,7 +99,7 @@ async def _announce(platform: Platform, bootstrap: Bootstrap) -> None:
     settings = platform.settings
     mqtt_url, ws_url = settings.broker_urls
     client = ClientConfig(
-        url=f"http://{settings.advertised_host}:{settings.http_port}",
+        url=f"http://{settings.listen.advertised_host}:{settings.listen.http_port}",
         mqtt_url=mqtt_url,
         ws_url=ws_url,
         api_key=_client_key(bootstrap.key.plaintext if bootstrap.key else None),
@@ -136,12 +136,13 @@ def _client_key(new_key: str | None) -> str | None:
 
 
 def _banner(settings: Settings, client: ClientConfig, path: Path, *, new_key: str | None) -> None:
+    engine = settings.engine
     lines = [
         f"[bold]web app[/]         {client.url}/app/   (sign in with the API key)",
         f"[bold]HTTP[/]            {client.url}   (API docs: {client.url}/docs)",
         f"[bold]MQTT[/]            {client.mqtt_url}",
         f"[bold]MQTT/WebSocket[/]  {client.ws_url}",
-        f"[bold]model[/]           {settings.model} · {settings.workers} engine instance(s)",
+        f"[bold]model[/]           {engine.model} · {engine.workers} engine instance(s)",
         f"[bold]data[/]            {settings.data_dir}",
     ]
     if new_key:

@@ -23,13 +23,15 @@ def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
     from the command line) reach them as ``VOXWIRE_*`` variables."""
     from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
 
-    kafka_init(settings.kafka_bootstrap, DEFAULT_TOPICS, namespace=settings.namespace or None)
+    kafka_init(
+        settings.servers.kafka_bootstrap, DEFAULT_TOPICS, namespace=settings.namespace or None
+    )
     key = asyncio.run(_new_key(settings))
     client = ClientConfig(
-        url=f"http://{settings.advertised_host}:{settings.http_port}",
+        url=f"http://{settings.listen.advertised_host}:{settings.listen.http_port}",
         api_key=key.plaintext,
-        mqtt_url=settings.mqtt_url,
-        ws_url=settings.ws_url,
+        mqtt_url=settings.servers.mqtt_url,
+        ws_url=settings.servers.ws_url,
     )
     path = save_config(client)
     env = os.environ | {f"VOXWIRE_{name.upper()}": value for name, value in overrides.items()}

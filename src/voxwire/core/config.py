@@ -1,8 +1,26 @@
 """Server settings: defaults, then a TOML file, then ``VOXWIRE_*`` environment.
 
 The file is ``$VOXWIRE_CONFIG`` or ``<user config dir>/voxwire/server.toml``;
-each field can be set in the environment as ``VOXWIRE_<FIELD>`` (upper case),
-e.g. ``VOXWIRE_HTTP_PORT=9000``.
+each setting can be set in the environment as ``VOXWIRE_<SETTING>`` (upper
+case), e.g. ``VOXWIRE_HTTP_PORT=9000``.
+
+Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
+``engine``, ``s3_bucket``, ...) in the file, the environment, CLI flags,
+:func:`load_settings` and ``Settings(...)``; in code they are grouped::
+
+    Settings     mode, bus, store, search, broker, data_dir, namespace, and:
+    .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port
+    .engine      name (flat: engine), model, language, beam_size, workers, threads,
+                 batch_finals
+    .limits      max_upload_mb, max_audio_s, message_expiry_s,
+                 ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
+    .security    token_secret, hook_secret, redact, redact_tenants
+    .servers     the distributed mode's: mqtt_url, mqtt_ca_file, ws_url,
+                 mqtt_username, mqtt_password, kafka_bootstrap, postgres_dsn,
+                 redis_url, opensearch_url
+    .blobs       store (flat: blob_store), shared_dir, s3_*
+
+A TOML file may also hold a table per group (``[listen]``, ``[engine]``, ...).
 
 ``mode`` is a preset of the adapter settings (:data:`PRESETS`); any of them
 set explicitly wins over the preset::
@@ -23,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -57,25 +76,14 @@ PRESETS: dict[str, dict[str, str]] = {
 }
 """What each ``mode`` chooses for the adapter settings left unset."""
 
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
 
-class Settings(BaseModel):
-    """Everything a voxwire process needs to know."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class ListenSettings(BaseModel):
+    """Where this process listens, and the host name clients are given."""
 
-    mode: Literal["embedded", "distributed"] = Field(
-        default="embedded", description="a preset of bus, store, search and broker (PRESETS)"
-    )
-    bus: BusName = Field(default="memory", description="job bus: memory (one process) or kafka")
-    store: StoreName = Field(
-        default="sqlite", description="history and keys: sqlite, or postgres (with Redis)"
-    )
-    search: SearchName = Field(default="sqlite", description="search index: sqlite or opensearch")
-    broker: BrokerName = Field(
-        default="embedded",
-        description="MQTT broker: embedded (in this process), or external at mqtt_url "
-        "(Mosquitto with dynamic security, EMQX)",
-    )
+    model_config = _FROZEN
+
     host: str = "127.0.0.1"
     public_host: str | None = Field(
         default=None, description="host name printed for clients (default: host)"
@@ -83,8 +91,21 @@ class Settings(BaseModel):
     http_port: int = Field(default=8000, ge=0, le=65535)
     mqtt_port: int = Field(default=1883, ge=0, le=65535)
     ws_port: int = Field(default=8083, ge=0, le=65535)
-    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("voxwire")))
-    engine: Literal["whispercpp", "faster-whisper"] = Field(
+    metrics_port: int | None = Field(
+        default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"
+    )
+
+    @property
+    def advertised_host(self) -> str:
+        return self.public_host or self.host
+
+
+class EngineSettings(BaseModel):
+    """The speech-to-text engine and how many of it run."""
+
+    model_config = _FROZEN
+
+    name: Literal["whispercpp", "faster-whisper"] = Field(
         default="faster-whisper",
         description="faster-whisper (CTranslate2 int8) or whispercpp; benchmarks/bench_engines.py "
         "and bench_streams.py compare them",
@@ -102,6 +123,13 @@ class Settings(BaseModel):
         "engine batches (faster-whisper); 1, the default, does not batch: on 2 CPU cores it "
         "made finals later (bench_streams.py)",
     )
+
+
+class LimitSettings(BaseModel):
+    """Sizes, lifetimes and rates a client is held to."""
+
+    model_config = _FROZEN
+
     max_upload_mb: float = Field(default=200, gt=0)
     max_audio_s: float = Field(default=4 * 3600, gt=0)
     message_expiry_s: int = Field(default=24 * 3600, ge=1)
@@ -112,9 +140,6 @@ class Settings(BaseModel):
         "audio for it) while no bridge is connected; a short-lived installation (tests, "
         "benchmarks) sets it low, so that its session does not collect audio after it is gone",
     )
-    metrics_port: int | None = Field(
-        default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"
-    )
     rate_limit_per_s: float = Field(
         default=50.0, gt=0, description="HTTP requests a second per tenant, sustained"
     )
@@ -123,11 +148,13 @@ class Settings(BaseModel):
         ge=1,
         description="HTTP requests at once per tenant (a client makes ~3 per file)",
     )
-    redact_tenants: dict[str, RedactMode] = Field(
-        default_factory=dict,
-        description="tenant name -> the least redaction its sessions get (a TOML table, or "
-        "JSON in VOXWIRE_REDACT_TENANTS)",
-    )
+
+
+class SecuritySettings(BaseModel):
+    """Secrets of the HTTP side, and the redaction of personal data."""
+
+    model_config = _FROZEN
+
     token_secret: SecretStr = Field(
         default=SecretStr(""),
         description="signs browser session tokens (hex, 32+ bytes); empty: data_dir/token.secret",
@@ -140,74 +167,11 @@ class Settings(BaseModel):
         default=RedactMode.OFF,
         description="personal data in transcripts when a session does not say: off, mask, entity",
     )
-
-    # distributed mode: the servers (see `scripts/services.sh env`)
-    mqtt_url: str = Field(
-        default="mqtt://127.0.0.1:11883", description="mqtt:// or, with TLS, mqtts://"
+    redact_tenants: dict[str, RedactMode] = Field(
+        default_factory=dict,
+        description="tenant name -> the least redaction its sessions get (a TOML table, or "
+        "JSON in VOXWIRE_REDACT_TENANTS)",
     )
-    mqtt_ca_file: Path | None = Field(
-        default=None, description="CA certificate that signed the broker's (mqtts://)"
-    )
-    ws_url: str = "ws://127.0.0.1:18083/mqtt"
-    mqtt_username: str = "voxwire-service"
-    mqtt_password: SecretStr = SecretStr("")
-    kafka_bootstrap: str = "127.0.0.1:19092"
-    postgres_dsn: SecretStr = SecretStr("postgresql://voxwire@127.0.0.1:15432/voxwire")
-    redis_url: SecretStr = SecretStr("redis://127.0.0.1:16379/0")
-    opensearch_url: str = "http://127.0.0.1:19200"
-    namespace: str = Field(
-        default="",
-        pattern=r"^[a-z0-9_]{0,32}$",
-        description="prefix of Kafka topics/groups and PostgreSQL schema, to share servers",
-    )
-    blob_store: Literal["local", "s3"] = "local"
-    s3_endpoint_url: str = Field(default="", description="empty: AWS; else MinIO, Ceph, ...")
-    s3_bucket: str = "voxwire-audio"
-    s3_region: str = "us-east-1"
-    s3_access_key: SecretStr = SecretStr("")
-    s3_secret_key: SecretStr = SecretStr("")
-    shared_dir: Path | None = Field(
-        default=None, description="audio shared by gateway and workers (default: data_dir)"
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _mode_preset(cls, data: object) -> object:
-        if not isinstance(data, dict):
-            return data
-        preset = PRESETS.get(str(data.get("mode") or "embedded"), {})
-        unset = {name: value for name, value in preset.items() if data.get(name) in (None, "")}
-        return {**data, **unset}
-
-    @model_validator(mode="after")
-    def _refuse_conflicts(self) -> Settings:
-        if self.broker == "external" and urlsplit(self.mqtt_url).scheme not in ("mqtt", "mqtts"):
-            raise ConfigError(
-                f"mqtt_url {self.mqtt_url!r} must start with mqtt:// or mqtts://",
-                hint="set VOXWIRE_MQTT_URL",
-            )
-        return self
-
-    @property
-    def advertised_host(self) -> str:
-        return self.public_host or self.host
-
-    @property
-    def broker_urls(self) -> tuple[str, str]:
-        """(MQTT URL, MQTT-over-WebSocket URL) that clients should use."""
-        if self.broker == "external":
-            return self.mqtt_url, self.ws_url
-        host = self.advertised_host
-        return f"mqtt://{host}:{self.mqtt_port}", f"ws://{host}:{self.ws_port}/mqtt"
-
-    @property
-    def db_path(self) -> Path:
-        return self.data_dir / "voxwire.sqlite3"
-
-    @property
-    def search_db_path(self) -> Path:
-        """The embedded search index (SQLite FTS5); rebuilt by ``voxwire search reindex``."""
-        return self.data_dir / "search.sqlite3"
 
     @field_validator("redact_tenants", mode="before")
     @classmethod
@@ -229,9 +193,175 @@ class Settings(BaseModel):
             return floor
         return mode
 
+
+class ServerSettings(BaseModel):
+    """The distributed mode's servers (see ``scripts/services.sh env``)."""
+
+    model_config = _FROZEN
+
+    mqtt_url: str = Field(
+        default="mqtt://127.0.0.1:11883", description="mqtt:// or, with TLS, mqtts://"
+    )
+    mqtt_ca_file: Path | None = Field(
+        default=None, description="CA certificate that signed the broker's (mqtts://)"
+    )
+    ws_url: str = "ws://127.0.0.1:18083/mqtt"
+    mqtt_username: str = "voxwire-service"
+    mqtt_password: SecretStr = SecretStr("")
+    kafka_bootstrap: str = "127.0.0.1:19092"
+    postgres_dsn: SecretStr = SecretStr("postgresql://voxwire@127.0.0.1:15432/voxwire")
+    redis_url: SecretStr = SecretStr("redis://127.0.0.1:16379/0")
+    opensearch_url: str = "http://127.0.0.1:19200"
+
+
+class BlobSettings(BaseModel):
+    """Where uploaded audio is kept: a local folder or an S3-compatible store."""
+
+    model_config = _FROZEN
+
+    store: Literal["local", "s3"] = "local"
+    shared_dir: Path | None = Field(
+        default=None, description="audio shared by gateway and workers (default: data_dir)"
+    )
+    s3_endpoint_url: str = Field(default="", description="empty: AWS; else MinIO, Ceph, ...")
+    s3_bucket: str = "voxwire-audio"
+    s3_region: str = "us-east-1"
+    s3_access_key: SecretStr = SecretStr("")
+    s3_secret_key: SecretStr = SecretStr("")
+
+
+GROUPS: Mapping[str, type[BaseModel]] = {
+    "listen": ListenSettings,
+    "engine": EngineSettings,
+    "limits": LimitSettings,
+    "security": SecuritySettings,
+    "servers": ServerSettings,
+    "blobs": BlobSettings,
+}
+"""The groups of :class:`Settings`, by their field name."""
+
+_RENAMED = {("engine", "name"): "engine", ("blobs", "store"): "blob_store"}
+
+FLAT_NAMES: Mapping[str, tuple[str, str]] = {
+    _RENAMED.get((group, field), field): (group, field)
+    for group, model in GROUPS.items()
+    for field in model.model_fields
+}
+"""Flat setting name (``VOXWIRE_<NAME>``, TOML key, keyword) -> (group, field)."""
+
+
+class Settings(BaseModel):
+    """Everything a voxwire process needs to know."""
+
+    model_config = _FROZEN
+
+    mode: Literal["embedded", "distributed"] = Field(
+        default="embedded", description="a preset of bus, store, search and broker (PRESETS)"
+    )
+    bus: BusName = Field(default="memory", description="job bus: memory (one process) or kafka")
+    store: StoreName = Field(
+        default="sqlite", description="history and keys: sqlite, or postgres (with Redis)"
+    )
+    search: SearchName = Field(default="sqlite", description="search index: sqlite or opensearch")
+    broker: BrokerName = Field(
+        default="embedded",
+        description="MQTT broker: embedded (in this process), or external at mqtt_url "
+        "(Mosquitto with dynamic security, EMQX)",
+    )
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("voxwire")))
+    namespace: str = Field(
+        default="",
+        pattern=r"^[a-z0-9_]{0,32}$",
+        description="prefix of Kafka topics/groups and PostgreSQL schema, to share servers",
+    )
+    listen: ListenSettings = ListenSettings()
+    engine: EngineSettings = EngineSettings()
+    limits: LimitSettings = LimitSettings()
+    security: SecuritySettings = SecuritySettings()
+    servers: ServerSettings = ServerSettings()
+    blobs: BlobSettings = BlobSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_names_and_mode_preset(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        data = _grouped(data)
+        preset = PRESETS.get(str(data.get("mode") or "embedded"), {})
+        unset = {name: value for name, value in preset.items() if data.get(name) in (None, "")}
+        return {**data, **unset}
+
+    @model_validator(mode="after")
+    def _refuse_conflicts(self) -> Settings:
+        mqtt_url = self.servers.mqtt_url
+        if self.broker == "external" and urlsplit(mqtt_url).scheme not in ("mqtt", "mqtts"):
+            raise ConfigError(
+                f"mqtt_url {mqtt_url!r} must start with mqtt:// or mqtts://",
+                hint="set VOXWIRE_MQTT_URL",
+            )
+        return self
+
+    @property
+    def broker_urls(self) -> tuple[str, str]:
+        """(MQTT URL, MQTT-over-WebSocket URL) that clients should use."""
+        if self.broker == "external":
+            return self.servers.mqtt_url, self.servers.ws_url
+        host = self.listen.advertised_host
+        return f"mqtt://{host}:{self.listen.mqtt_port}", f"ws://{host}:{self.listen.ws_port}/mqtt"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "voxwire.sqlite3"
+
+    @property
+    def search_db_path(self) -> Path:
+        """The embedded search index (SQLite FTS5); rebuilt by ``voxwire search reindex``."""
+        return self.data_dir / "search.sqlite3"
+
     @property
     def blob_dir(self) -> Path:
-        return (self.shared_dir or self.data_dir) / "audio"
+        return (self.blobs.shared_dir or self.data_dir) / "audio"
+
+    def with_ports(self, **ports: int) -> Settings:
+        """These settings with ports bound at start-up (``http_port=...``,
+        ``mqtt_port=...``, ``ws_port=...``): a port of 0 becomes the one bound."""
+        unknown = set(ports) - {"http_port", "mqtt_port", "ws_port", "metrics_port"}
+        if unknown:
+            raise ValueError(f"not a port setting: {', '.join(sorted(unknown))}")
+        return self.model_copy(update={"listen": self.listen.model_copy(update=ports)})
+
+
+def _grouped(
+    data: Mapping[str, object], base: Mapping[str, object] | None = None
+) -> dict[str, object]:
+    """``base`` (grouped) with ``data`` laid over it, each flat name moved into
+    its group; a group given whole (a table or a model) is merged too. Unknown
+    names stay where they are, for the model to refuse."""
+    out = dict(base or {})
+    for name, value in data.items():
+        if name in GROUPS and isinstance(value, Mapping | BaseModel):
+            out[name] = {**_fields(out[name]), **_fields(value)} if name in out else value
+        elif name in FLAT_NAMES:
+            group, field = FLAT_NAMES[name]
+            out[group] = {**_fields(out.get(group)), field: value}
+        else:
+            out[name] = value
+    return out
+
+
+def _fields(group: object) -> dict[str, object]:
+    if isinstance(group, BaseModel):
+        return group.model_dump(exclude_unset=True)
+    if isinstance(group, Mapping):
+        return dict(group)
+    return {}
+
+
+def _flat_name(loc: tuple[int | str, ...]) -> str:
+    """The name a user knows for the setting at a validation error's ``loc``."""
+    if len(loc) >= 2 and loc[0] in GROUPS:
+        return _RENAMED.get((str(loc[0]), str(loc[1])), str(loc[1]))
+    return ".".join(str(p) for p in loc)
 
 
 def config_file() -> Path:
@@ -241,25 +371,28 @@ def config_file() -> Path:
     return Path(platformdirs.user_config_dir("voxwire")) / "server.toml"
 
 
+def _environment() -> dict[str, str]:
+    names = [*(n for n in Settings.model_fields if n not in GROUPS), *FLAT_NAMES]
+    found = {name: os.environ.get(f"VOXWIRE_{name.upper()}") for name in names}
+    return {name: value for name, value in found.items() if value}
+
+
 def load_settings(path: Path | None = None, **overrides: object) -> Settings:
     """Defaults <- file <- environment <- explicit overrides (e.g. CLI flags)."""
     values: dict[str, object] = {}
     path = path or config_file()
     if path.exists():
         try:
-            values.update(tomllib.loads(path.read_text()))
+            values = _grouped(tomllib.loads(path.read_text()))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read {path}: {exc}", hint="fix or delete the file") from exc
-    for name in Settings.model_fields:
-        env = os.environ.get(f"VOXWIRE_{name.upper()}")
-        if env is not None and env != "":
-            values[name] = env
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values = _grouped(_environment(), values)
+    values = _grouped({k: v for k, v in overrides.items() if v is not None}, values)
     try:
         return Settings.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
+        field = _flat_name(first["loc"])
         raise ConfigError(
             f"invalid setting {field}: {first['msg']}",
             hint=f"check {path} and the VOXWIRE_{field.upper()} environment variable",

@@ -50,7 +50,7 @@ class Adapters:
 
     def bind(self, **bound: int) -> None:
         """Record ports bound here (what clients and the banner should be told)."""
-        self.settings = self.settings.model_copy(update=bound)
+        self.settings = self.settings.with_ports(**bound)
 
     async def store(self) -> Store:
         if self._store is None:
@@ -77,14 +77,16 @@ class Adapters:
 
     def blobs(self) -> BlobStore:
         if self._blobs is None:
-            self._blobs = choose("blob_store", BLOBS, self.settings.blob_store)(self.settings)
+            self._blobs = choose("blob_store", BLOBS, self.settings.blobs.store)(self.settings)
         return self._blobs
 
     def tokens(self) -> TokenIssuer:
         """Signs and checks browser session tokens (gateway and embedded broker)."""
         if self._tokens is None:
             settings = self.settings
-            self._tokens = issuer_for(settings.token_secret.get_secret_value(), settings.data_dir)
+            self._tokens = issuer_for(
+                settings.security.token_secret.get_secret_value(), settings.data_dir
+            )
         return self._tokens
 
     async def broker(self) -> BrokerLink:

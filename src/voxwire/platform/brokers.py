@@ -83,7 +83,7 @@ def ingest(link: BrokerLink, bus: Bus, settings: Settings) -> MqttIngest:
         password=link.password,
         share_group=link.share_group,
         tls=link.tls,
-        session_expiry_s=settings.ingest_session_expiry_s,
+        session_expiry_s=settings.limits.ingest_session_expiry_s,
     )
 
 
@@ -97,9 +97,9 @@ def embedded_broker(
     return EmbeddedBroker(
         PlatformAuthenticator(service_secret, store.tenant_id_for_key, tokens),
         SessionAuthorizer(store.session_owner),
-        host=settings.host,
-        tcp_port=settings.mqtt_port,
-        ws_port=settings.ws_port,
+        host=settings.listen.host,
+        tcp_port=settings.listen.mqtt_port,
+        ws_port=settings.listen.ws_port,
     )
 
 
@@ -112,7 +112,7 @@ async def start_embedded(
     await broker.start()
     try:
         yield BrokerLink(
-            host=settings.host,
+            host=settings.listen.host,
             port=broker.tcp_port,
             username=SERVICE_USER,
             password=secret,
@@ -137,7 +137,7 @@ async def no_access_sync(_settings: Settings) -> AsyncIterator[AccessControl]:
 
 
 def broker_address(settings: Settings) -> tuple[str, int]:
-    parts = urlsplit(settings.mqtt_url)
+    parts = urlsplit(settings.servers.mqtt_url)
     tls = parts.scheme == "mqtts"
     return parts.hostname or "127.0.0.1", parts.port or (8883 if tls else 1883)
 
@@ -146,9 +146,9 @@ def broker_tls(settings: Settings) -> ssl.SSLContext | None:
     """TLS for voxwire's own broker connections when ``mqtt_url`` is ``mqtts://``,
     verifying the broker with ``mqtt_ca_file`` (or the system's CAs); the settings
     refuse any other scheme for an external broker."""
-    if urlsplit(settings.mqtt_url).scheme != "mqtts":
+    if urlsplit(settings.servers.mqtt_url).scheme != "mqtts":
         return None
-    cafile = str(settings.mqtt_ca_file) if settings.mqtt_ca_file else None
+    cafile = str(settings.servers.mqtt_ca_file) if settings.servers.mqtt_ca_file else None
     return ssl.create_default_context(cafile=cafile)
 
 
@@ -161,8 +161,8 @@ async def attach_external(
     yield BrokerLink(
         host=host,
         port=port,
-        username=settings.mqtt_username,
-        password=settings.mqtt_password.get_secret_value(),
+        username=settings.servers.mqtt_username,
+        password=settings.servers.mqtt_password.get_secret_value(),
         tls=broker_tls(settings),
         relay_client_id=instance_name("relay"),
         relay_session_expiry_s=60,
@@ -180,8 +180,8 @@ async def open_dynsec(settings: Settings) -> AsyncIterator[AccessControl]:
     access = DynsecAccess(
         host,
         port,
-        settings.mqtt_username,
-        settings.mqtt_password.get_secret_value(),
+        settings.servers.mqtt_username,
+        settings.servers.mqtt_password.get_secret_value(),
         tls=broker_tls(settings),
     )
     await asyncio.to_thread(access.connect)

@@ -53,7 +53,7 @@ def build(
     settings: Settings, roles: Iterable[str] = ROLES, *, model_path: Path | None = None
 ) -> Platform:
     """The platform for ``roles`` on the adapters ``settings`` name (nothing opened yet);
-    ``model_path``: a model file for the engines instead of ``settings.model``."""
+    ``model_path``: a model file for the engines instead of ``settings.engine.model``."""
     return Platform(settings, check_roles(settings, roles), model_path=model_path)
 
 
@@ -118,7 +118,7 @@ class Platform:
             if "bridge" in self.roles:
                 self._tasks += await start_bridge(self.adapters)
             if "gateway" in self.roles:
-                workers = self.settings.workers if "worker" in self.roles else 0
+                workers = self.settings.engine.workers if "worker" in self.roles else 0
                 self._server, tasks = await start_gateway(self.adapters, workers)
                 self._tasks += tasks
         except BaseException:

@@ -73,7 +73,7 @@ async def open_kafka_bus(settings: Settings, role: str) -> AsyncIterator[Bus]:
     from voxwire.bus.kafka import KafkaBus
     from voxwire.bus.namespaced import NamespacedBus
 
-    kafka = KafkaBus(settings.kafka_bootstrap, client_id=instance_name(role))
+    kafka = KafkaBus(settings.servers.kafka_bootstrap, client_id=instance_name(role))
     try:
         yield NamespacedBus(kafka, f"{settings.namespace}.") if settings.namespace else kafka
     finally:
@@ -101,7 +101,7 @@ async def open_postgres_store(settings: Settings, _role: str) -> AsyncIterator[S
     from voxwire.store.postgres import PostgresStore
 
     store = await PostgresStore.open(
-        settings.postgres_dsn.get_secret_value(), schema=settings.namespace or None
+        settings.servers.postgres_dsn.get_secret_value(), schema=settings.namespace or None
     )
     try:
         yield store
@@ -118,7 +118,7 @@ async def memory_checkpoints(_settings: Settings, _role: str) -> AsyncIterator[C
 async def redis_checkpoints(settings: Settings, _role: str) -> AsyncIterator[Checkpoints | None]:
     """On Redis, so that another worker takes a live stream over where this one stopped."""
     checkpoints = RedisCheckpoints.open(
-        settings.redis_url.get_secret_value(), prefix=f"vx{settings.namespace}"
+        settings.servers.redis_url.get_secret_value(), prefix=f"vx{settings.namespace}"
     )
     try:
         yield checkpoints
@@ -170,7 +170,7 @@ async def open_opensearch(settings: Settings, _role: str) -> AsyncIterator[Index
     """The OpenSearch index of this installation, created when missing."""
     from voxwire.search.opensearch import OpenSearchIndex
 
-    index = OpenSearchIndex.open(settings.opensearch_url, alias=index_alias(settings))
+    index = OpenSearchIndex.open(settings.servers.opensearch_url, alias=index_alias(settings))
     try:
         await index.ensure_index()
         yield index

@@ -80,11 +80,11 @@ def check_roles(settings: Settings, roles: Iterable[str]) -> tuple[Role, ...]:
 
 def load_engines(settings: Settings, model_path: Path | None) -> list[Engine]:
     """One engine for live streams, then ``workers`` for files."""
-    model = model_path or settings.model  # each engine resolves a name
+    model = model_path or settings.engine.model  # each engine resolves a name
     engines: list[Engine] = []
     try:
-        for _ in range(settings.workers + 1):
-            engines.append(create_engine(settings.engine, model))
+        for _ in range(settings.engine.workers + 1):
+            engines.append(create_engine(settings.engine.name, model))
     except BaseException:
         for engine in engines:
             engine.close()
@@ -102,15 +102,17 @@ async def start_worker(adapters: Adapters, model_path: Path | None) -> list[asyn
 
     adapters.on_close(close_engines)
     options = EngineOptions(
-        language=settings.language, beam_size=settings.beam_size, threads=settings.threads
+        language=settings.engine.language,
+        beam_size=settings.engine.beam_size,
+        threads=settings.engine.threads,
     )
     checkpoints = await adapters.checkpoints()
-    if settings.metrics_port:
-        metrics.serve(settings.metrics_port, settings.host)
+    if settings.listen.metrics_port:
+        metrics.serve(settings.listen.metrics_port, settings.listen.host)
     bus = await adapters.bus()
     files = FileWorker(bus, adapters.blobs(), engines[1:], options)
     streams = StreamWorker(
-        bus, engines[0], options, checkpoints=checkpoints, batch_finals=settings.batch_finals
+        bus, engines[0], options, checkpoints=checkpoints, batch_finals=settings.engine.batch_finals
     )
     return [
         asyncio.create_task(files.run(), name="worker"),
@@ -130,7 +132,7 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     publishing = publisher(link)
     await asyncio.to_thread(publishing.connect)
     adapters.on_close(lambda: asyncio.to_thread(publishing.close))
-    relay = ResultRelay(bus, store, publishing, expiry_s=settings.message_expiry_s)
+    relay = ResultRelay(bus, store, publishing, expiry_s=settings.limits.message_expiry_s)
     indexer = SegmentIndexer(bus, store, index)
     queries = QueryService(bus, store, index, publishing)
     return [
@@ -155,7 +157,7 @@ async def start_gateway(
     bus = await adapters.bus()
     index = await adapters.search()
     access = await adapters.access()
-    http_socket = listen(adapters.settings.host, adapters.settings.http_port)
+    http_socket = listen(adapters.settings.listen.host, adapters.settings.listen.http_port)
     adapters.bind(http_port=http_socket.getsockname()[1])
     context = GatewayContext(
         adapters.settings,
