@@ -3,6 +3,9 @@ finals of several sessions in one engine call, and one commit path for both."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 from tests.workers.test_stream_pipeline import (
     CHUNK_MS,
     Clock,
@@ -80,3 +83,76 @@ def test_an_engine_error_in_a_batch_costs_each_session_its_segment() -> None:
         errors = [m for m in out if isinstance(m, ErrorMessage)]
         assert [(e.code, e.fatal) for e in errors] == [("engine", False)]
         assert of_type(out, "final") == [] and out[-1].type == "progress"
+
+
+class GatedEngine(ScriptedEngine):
+    """A scripted engine whose calls wait until the test opens its gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def transcribe(self, audio: Audio, options: EngineOptions, **kwargs: object) -> list[Segment]:
+        self.started.set()
+        assert self.gate.wait(10), "the gate was never opened"
+        return super().transcribe(audio, options, **kwargs)  # type: ignore[arg-type]
+
+
+def test_two_engines_transcribe_two_sessions_finals_at_once() -> None:
+    """Finals decided together are not served one after the other: a second
+    engine takes the second session's final while the first is busy."""
+    clock = Clock()
+    slow, fast = GatedEngine(), ScriptedEngine()
+    scheduler = Scheduler([slow, fast], now=clock)
+    live, emitted = sessions(2, scheduler, clock)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(scheduler.drain, live, 0)
+        assert slow.started.wait(5)
+        second = scheduler.drain(live, 1)  # while the first engine is held
+        (busy,) = [sid for sid, out in emitted.items() if not of_type(out, "final")]
+        (done,) = second.finished
+        assert done != busy and len(of_type(emitted[done], "final")) == 1
+        slow.gate.set()
+        assert first.result(10).finished == [busy]
+    for out in emitted.values():
+        assert [m.seq for m in out] == list(range(2, 2 + len(out)))
+        assert [m.type for m in out][-2:] == ["transcript", "progress"]
+
+
+def partial_sessions(
+    count: int, scheduler: Scheduler, clock: Clock
+) -> tuple[dict[str, LiveSession], dict[str, list[Message]]]:
+    """``count`` sessions that have spoken for 2.5 s and are still talking:
+    each has a partial queued, no final."""
+    live: dict[str, LiveSession] = {}
+    emitted: dict[str, list[Message]] = {}
+    config = StreamConfig(partial_interval_s=2.0)
+    for n in range(count):
+        out = emitted[f"p{n}"] = []
+        session = StreamSession(
+            f"p{n}", EngineOptions(), config, (), out.append, vad=ScriptedVad([(0, 60_000, 0.95)]),
+            now=clock, on_queued=scheduler.queued,
+        )  # fmt: skip
+        for index, chunk in enumerate(chunks(tone(2.5))):
+            session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+        live[session.sid] = LiveSession(session, b"start", partition=0)
+    return live, emitted
+
+
+def test_a_partial_never_takes_the_last_free_engine() -> None:
+    """With two engines, one partial runs while the other engine stays free
+    for a final; the other session's partial waits (or is superseded)."""
+    clock = Clock()
+    first, second = GatedEngine(), ScriptedEngine()
+    scheduler = Scheduler([first, second], now=clock)
+    live, emitted = partial_sessions(2, scheduler, clock)
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(scheduler.drain, live, 0)
+        assert first.started.wait(5)
+        scheduler.drain(live, 1)
+        assert second.calls == []  # the second partial did not take the free engine
+        first.gate.set()
+        running.result(10)
+    assert sum(len(of_type(out, "partial")) for out in emitted.values()) == 2
+    assert len(second.calls) == 0 and len(first.calls) == 2

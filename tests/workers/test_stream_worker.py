@@ -387,3 +387,35 @@ async def test_prompt_changes_while_results_are_being_sent_do_not_stall_the_stre
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     assert [m for m in out if m.type == "match"], "the prompts were applied"
+
+
+async def test_a_stream_past_the_limit_is_refused_and_the_others_go_on() -> None:
+    """``max_streams``: the stream one over the limit gets a fatal
+    ``too_many_streams`` error with a hint; the streams already held keep going."""
+    bus, out = MemoryBus(), []
+    worker = StreamWorker(
+        bus, ScriptedEngine(), EngineOptions(), vad_factory=EnergyVad, max_streams=1
+    )
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    for sid in ("held", "over"):
+        start = StreamStart(sid=sid, tenant_id="t1", request=StreamRequest())
+        await bus.produce(AUDIO_TOPIC, sid, start.encode())
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    for n, i in enumerate(range(0, len(data), size)):
+        for sid in ("held", "over"):
+            chunk = published(f"audio/{sid}/chunk/{n}", data[i : i + size])
+            await bus.produce(AUDIO_TOPIC, sid, chunk)
+    for sid in ("held", "over"):
+        await bus.produce(AUDIO_TOPIC, sid, published(f"audio/{sid}/control", b'{"type":"end"}'))
+    await _until(lambda: any(isinstance(m, TranscriptMessage) and m.sid == "held" for m in out))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    refused = [m for m in out if m.sid == "over"]
+    assert [(m.type, getattr(m, "code", None), getattr(m, "fatal", None)) for m in refused] == [
+        ("error", "too_many_streams", True)
+    ]
+    assert refused[0].hint and "max_streams" in refused[0].hint  # type: ignore[union-attr]
+    held = [m for m in out if m.sid == "held" and isinstance(m, SegmentMessage)]
+    assert len([m for m in held if m.type == "final"]) == 3

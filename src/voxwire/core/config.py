@@ -11,7 +11,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     Settings     mode, bus, store, search, broker, data_dir, namespace, and:
     .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
-                 batch_finals
+                 stream_engines, max_streams, batch_finals
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
     .security    token_secret, hook_secret, redact, redact_tenants
@@ -115,6 +115,20 @@ class EngineSettings(BaseModel):
     beam_size: int = Field(default=1, ge=1, le=8)
     workers: int = Field(default=1, ge=1, le=32, description="engine instances")
     threads: int = Field(default=2, ge=1, le=64, description="threads per engine instance")
+    stream_engines: int = Field(
+        default=0,
+        ge=0,
+        le=32,
+        description="engine instances for live streams, each serving one stream at a time on "
+        "threads of its own; 0: one per CPU core (at most 4), the cores shared among them",
+    )
+    max_streams: int = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        description="live streams a stream worker holds at most; one more is refused with a "
+        "too_many_streams error instead of every stream falling behind (0: no limit)",
+    )
     batch_finals: int = Field(
         default=1,
         ge=1,

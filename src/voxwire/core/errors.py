@@ -17,6 +17,7 @@ unless the drawing names another one::
     │   ├── InvalidChunkError    a bad stream chunk (voxwire.workers.stream_worker)
     │   ├── ChunkOrderError      a chunk ahead of its turn (voxwire.workers.stream_intake)
     │   └── StreamClosedError    audio after the stream ended (voxwire.workers.stream_intake)
+    ├── TooManyStreamsError      a worker is full (voxwire.workers.stream_worker)
     ├── EngineError              transcription failed inside an engine
     │   └── TranscriptionAborted the engine was asked to stop (voxwire.workers.engine)
     ├── AuthError                missing or invalid credentials

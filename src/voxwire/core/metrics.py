@@ -1,4 +1,5 @@
-"""Counters of what protects the platform, in the Prometheus text format.
+"""Counters of what protects the platform and how live streams are served,
+in the Prometheus text format.
 
 Every process keeps its own (``prometheus_client``'s default registry). The
 gateway serves them on ``GET /metrics`` (embedded mode: all of the platform's);
@@ -8,7 +9,7 @@ No label ever carries text, a key or a session id.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, start_http_server
+from prometheus_client import Counter, Gauge, start_http_server
 
 REDACTIONS = Counter(
     "voxwire_redactions", "Personal data taken out of finals, by entity type", ["entity"]
@@ -16,6 +17,22 @@ REDACTIONS = Counter(
 RATE_LIMITED = Counter("voxwire_http_rate_limited", "HTTP requests refused with 429")
 MQTT_THROTTLED = Counter(
     "voxwire_mqtt_throttled", "Times a user's MQTT connection was read more slowly"
+)
+
+STREAM_ENGINE_SECONDS = Counter(
+    "voxwire_stream_engine_seconds",
+    "Engine time spent on live streams, by kind of work (final, likely_final, partial)",
+    ["kind"],
+)
+STREAM_PARTIALS = Counter(
+    "voxwire_stream_partials",
+    "Live partials by what became of them: transcribed, superseded (a newer one or the final "
+    "came first), preempted (a final needed the engine), shed (not started under load)",
+    ["outcome"],
+)
+LIVE_STREAMS = Gauge("voxwire_live_streams", "Live streams a worker is transcribing now")
+STREAMS_REFUSED = Counter(
+    "voxwire_streams_refused", "Live streams refused because the workers were full"
 )
 
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -78,26 +80,39 @@ def check_roles(settings: Settings, roles: Iterable[str]) -> tuple[Role, ...]:
 # -- worker ------------------------------------------------------------------------------
 
 
-def load_engines(settings: Settings, model_path: Path | None) -> list[Engine]:
-    """One engine for live streams, then ``workers`` for files."""
+def stream_engines(settings: Settings) -> tuple[int, int]:
+    """How many engines serve live streams, and the threads of each: the
+    ``stream_engines`` setting, or one per core (at most 4); the cores are
+    shared among them."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    count = settings.engine.stream_engines or min(4, cores)
+    return count, max(1, cores // count)
+
+
+def load_engines(settings: Settings, model_path: Path | None) -> tuple[list[Engine], list[Engine]]:
+    """The engines for live streams (see :func:`stream_engines`), and
+    ``workers`` for files (``threads`` each)."""
     model = model_path or settings.engine.model  # each engine resolves a name
+    count, threads = stream_engines(settings)
+    plan = [threads] * count + [settings.engine.threads] * settings.engine.workers
     engines: list[Engine] = []
     try:
-        for _ in range(settings.engine.workers + 1):
-            engines.append(create_engine(settings.engine.name, model))
+        for each in plan:
+            engines.append(create_engine(settings.engine.name, model, threads=each))
     except BaseException:
         for engine in engines:
             engine.close()
         raise
-    return engines
+    return engines[:count], engines[count:]
 
 
 async def start_worker(adapters: Adapters, model_path: Path | None) -> list[asyncio.Task[None]]:
     settings = adapters.settings
-    engines = await asyncio.to_thread(load_engines, settings, model_path)
+    live, files = await asyncio.to_thread(load_engines, settings, model_path)
 
     async def close_engines() -> None:
-        for engine in engines:
+        for engine in live + files:
             engine.close()
 
     adapters.on_close(close_engines)
@@ -106,16 +121,23 @@ async def start_worker(adapters: Adapters, model_path: Path | None) -> list[asyn
         beam_size=settings.engine.beam_size,
         threads=settings.engine.threads,
     )
+    log.info("live streams: %d engines of %d threads", *stream_engines(settings))
     checkpoints = await adapters.checkpoints()
     if settings.listen.metrics_port:
         metrics.serve(settings.listen.metrics_port, settings.listen.host)
     bus = await adapters.bus()
-    files = FileWorker(bus, adapters.blobs(), engines[1:], options)
+    file_worker = FileWorker(bus, adapters.blobs(), files, options)
+    live_options = replace(options, threads=stream_engines(settings)[1])
     streams = StreamWorker(
-        bus, engines[0], options, checkpoints=checkpoints, batch_finals=settings.engine.batch_finals
+        bus,
+        live,
+        live_options,
+        checkpoints=checkpoints,
+        batch_finals=settings.engine.batch_finals,
+        max_streams=settings.engine.max_streams,
     )
     return [
-        asyncio.create_task(files.run(), name="worker"),
+        asyncio.create_task(file_worker.run(), name="worker"),
         asyncio.create_task(streams.run(), name="streams"),
     ]
 

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from voxwire.core.metrics import STREAM_PARTIALS
 from voxwire.workers.stream_intake import (
     FinalWork,
     IntakeWork,
@@ -66,6 +67,7 @@ class WorkQueue:
                 for old in stale:
                     self._items.remove(old)
                 self.skipped_partials += len(stale)
+                STREAM_PARTIALS.labels("superseded").inc(len(stale))
             self._items.append(work)
         if self._on_queued is not None:
             self._on_queued(RANK[type(work)])

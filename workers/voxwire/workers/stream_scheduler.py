@@ -27,16 +27,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import cast
 
 from voxwire.bus import Record
 from voxwire.core.errors import BusError, VoxwireError
-from voxwire.workers.engine import BatchEngine, Engine, Segment
+from voxwire.core.metrics import STREAM_ENGINE_SECONDS, STREAM_PARTIALS
+from voxwire.workers.engine import BatchEngine, Engine, Segment, TranscriptionAborted
 from voxwire.workers.stream_checkpoints import CheckpointError
-from voxwire.workers.stream_intake import FinalWork, PartialWork
+from voxwire.workers.stream_intake import FinalWork, LikelyFinalWork, PartialWork
 from voxwire.workers.stream_pipeline import Outcome, StreamSession
 from voxwire.workers.stream_queue import RANK
 
@@ -46,6 +47,19 @@ _IDLE = 99  # the running rank when nothing runs
 _FINAL_RANK = RANK[FinalWork]  # finals only: those of several sessions can share an engine call
 _FINAL_RANKS = (_FINAL_RANK, _FINAL_RANK + 1)  # finals and likely finals
 _PARTIAL_RANK = RANK[PartialWork]
+
+
+def _count(work: PartialWork | FinalWork, outcome: object, seconds: float) -> None:
+    """The engine time of ``work``, and what became of a partial (metrics)."""
+    kind = "partial"
+    if isinstance(work, LikelyFinalWork):
+        kind = "likely_final"
+    elif isinstance(work, FinalWork):
+        kind = "final"
+    STREAM_ENGINE_SECONDS.labels(kind).inc(seconds)
+    if kind == "partial":
+        aborted = isinstance(outcome, TranscriptionAborted)
+        STREAM_PARTIALS.labels("preempted" if aborted else "transcribed").inc()
 
 
 class SessionMoved(Exception):
@@ -82,44 +96,72 @@ class Drained:
         return sid in self.finished or sid in self.moved
 
 
+@dataclass(eq=False)
+class _Slot:
+    """One engine of the scheduler and what it runs now."""
+
+    engine: Engine
+    preempt: threading.Event = field(default_factory=threading.Event)
+    rank: int = _IDLE
+    """The rank of the item it runs (``_IDLE``: none)."""
+
+
 class Scheduler:
-    """Runs the engine on the sessions' work; see the module docstring."""
+    """Runs the engines on the sessions' work; see the module docstring."""
 
     def __init__(
         self,
-        engine: Engine,
+        engines: Engine | Sequence[Engine],
         *,
         now: Callable[[], float] = time.monotonic,
         batch_finals: int = 1,
         preempted: Callable[[], bool] | None = None,
     ) -> None:
-        """``preempted`` replaces the scheduler's own preemption signal (polled
+        """``engines``: one per thread that calls :meth:`drain` at once.
+        ``preempted`` replaces the scheduler's own preemption signal (polled
         while a partial is transcribed: True drops the partial)."""
-        self._engine = engine
+        engines = list(engines) if isinstance(engines, Sequence) else [engines]
+        if not engines:
+            raise ValueError("a scheduler needs at least one engine")
+        self._slots = [_Slot(engine) for engine in engines]
         self._now = now
-        self._batch = batch_finals if isinstance(engine, BatchEngine) else 1
+        batching = all(isinstance(engine, BatchEngine) for engine in engines)
+        self._batch = batch_finals if batching else 1
         self.batches: list[int] = []  # the size of each batched call, for tests and benchmarks
-        self._preempt = threading.Event()
-        self._preempted = preempted or self._preempt.is_set
-        self._running_rank = _IDLE  # of the item being run
-        self._errors: list[tuple[StreamSession, VoxwireError]] = []
+        self._preempted = preempted
+        self._lock = threading.Lock()  # the claims and the slots' ranks
+        self._claimed: set[str] = set()  # sessions an engine serves now
+        self._settled: set[str] = set()  # sessions a drain reported finished or moved
+        self._errors: list[tuple[StreamSession, VoxwireError, bool]] = []
         self._errors_lock = threading.Lock()
+
+    @property
+    def engines(self) -> int:
+        return len(self._slots)
 
     def queued(self, rank: int) -> None:
         """A session queued work of ``rank`` (any thread): a final or likely final
-        preempts a partial (not a likely final: its final would reuse its text)."""
-        if rank in _FINAL_RANKS and self._running_rank == _PARTIAL_RANK:
-            self._preempt.set()
+        preempts a partial when no engine is free for it (not a likely final: its
+        final would reuse its text)."""
+        if rank not in _FINAL_RANKS:
+            return
+        with self._lock:
+            if any(slot.rank == _IDLE for slot in self._slots):
+                return
+            running = [slot for slot in self._slots if slot.rank == _PARTIAL_RANK]
+            if running:
+                running[0].preempt.set()
 
-    def report(self, session: StreamSession, exc: VoxwireError) -> None:
-        """An error found while ingesting (any thread), emitted by the next drain."""
+    def report(self, session: StreamSession, exc: VoxwireError, *, fatal: bool = False) -> None:
+        """An error found while ingesting (any thread), emitted by the next drain;
+        a fatal one closes the session."""
         with self._errors_lock:
-            self._errors.append((session, exc))
+            self._errors.append((session, exc, fatal))
 
     # --- one session ----------------------------------------------------------------------------
 
-    def run_next(self, session: StreamSession) -> bool:
-        """Run the session's next item; False when none is queued."""
+    def run_next(self, session: StreamSession, slot: int = 0) -> bool:
+        """Run the session's next item on engine ``slot``; False when none is queued."""
         work = session.take()
         if work is None:
             return False
@@ -127,91 +169,151 @@ class Scheduler:
         outcome: Outcome = None
         if session.needs_engine(work):
             assert isinstance(work, PartialWork | FinalWork)
-            abort = self._preempted if isinstance(work, PartialWork) else None
+            abort = None
+            if isinstance(work, PartialWork):
+                abort = self._preempted or self._slots[slot].preempt.is_set
             try:
-                outcome = self._engine.transcribe(work.audio, session.options, abort=abort)
+                outcome = self._slots[slot].engine.transcribe(
+                    work.audio, session.options, abort=abort
+                )
             except Exception as exc:
                 outcome = exc
+            _count(work, outcome, self._now() - started)
         session.commit(work, outcome, started)
         return True
 
-    def run_pending(self, session: StreamSession) -> int:
+    def run_pending(self, session: StreamSession, slot: int = 0) -> int:
         """Run the session's queued work in order, until the queue is empty
         (work queued meanwhile included). Returns how many items were done."""
         done = 0
-        while self.run_next(session):
+        while self.run_next(session, slot):
             done += 1
         return done
 
-    def finish(self, session: StreamSession) -> None:
+    def finish(self, session: StreamSession, slot: int = 0) -> None:
         """After the session's end: run what is left, then emit its transcript
         and ``completed`` (nothing after a fatal error). Once only."""
         if session.ended:
-            self.run_pending(session)
+            self.run_pending(session, slot)
         session.finish()
 
     # --- every session of a worker --------------------------------------------------------------
 
-    def drain(self, live: Mapping[str, LiveSession]) -> Drained:
-        """Run what the sessions have queued, the most urgent item of any session
-        first; finish the sessions whose end came. A session whose ``emit``
+    def drain(self, live: Mapping[str, LiveSession], slot: int = 0) -> Drained:
+        """Run what the sessions have queued on engine ``slot``, the most urgent
+        item of any session first; finish the sessions whose end came. Each
+        engine's thread calls this at once; a session is served by one engine
+        at a time, and a partial never takes the last engine that is free
+        (with one engine, finals preempt it instead). A session whose ``emit``
         raises :class:`SessionMoved` is left alone from then on."""
         out = Drained()
         self._report_errors(out)
-        while True:
-            self._running_rank = _IDLE
-            self._preempt.clear()
-            records = dict(live)  # the event loop may open and forget sessions meanwhile
+        with self._lock:
+            self._settled &= live.keys()
+        # a copy each time: the event loop may open and forget sessions meanwhile
+        while (sid := self._claim(records := dict(live), slot)) is not None:
+            try:
+                batched = self._slots[slot].rank == _FINAL_RANK and self._batch > 1
+                if batched and self._run_finals(records, sid, slot, out):
+                    continue
+                session = records[sid].session
+                self._guarded(session, out, partial(self.run_next, session, slot))
+            finally:
+                self._release(slot, sid)
+        self._report_errors(out)  # those found before the ends just seen come first
+        for record in dict(live).values():
+            session = record.session
+            if record.ending and self._claim_end(session.sid):
+                try:
+                    step = partial(self.finish, session, slot)
+                    if self._guarded(session, out, step, finish=True):
+                        out.finished.append(session.sid)
+                finally:
+                    self._release(slot, session.sid)
+        with self._lock:
+            self._settled.update(out.finished, out.moved)
+        return out
+
+    def _claim(self, records: Mapping[str, LiveSession], slot: int) -> str | None:
+        """The most urgent session no engine serves, claimed for ``slot``; None when none waits."""
+        with self._lock:
+            me = self._slots[slot]
+            me.rank, busy = _IDLE, self._claimed | self._settled
+            partials = sum(1 for s in self._slots if s.rank == _PARTIAL_RANK)
+            partial_ok = len(self._slots) == 1 or partials + 1 < len(self._slots)
             ranked = [
                 (rank[0], record.served, rank[1], sid)
                 for sid, record in records.items()
-                if not out.settled(sid) and (rank := record.session.next_rank()) is not None
+                if sid not in busy
+                and (rank := record.session.next_rank()) is not None
+                and (partial_ok or rank[0] != _PARTIAL_RANK)
             ]
             if not ranked:
-                break
-            self._running_rank, _, _, sid = min(ranked)
+                return None
+            me.rank, _, _, sid = min(ranked)
+            me.preempt.clear()
+            self._claimed.add(sid)
             records[sid].served = self._now()
-            if self._running_rank == _FINAL_RANK and self._batch > 1:
-                others = [r[3] for r in sorted(ranked) if r[0] == _FINAL_RANK and r[3] != sid]
-                if self._run_finals([records[s] for s in (sid, *others)], out):
-                    continue
-            session = records[sid].session
-            self._guarded(session, out, partial(self.run_next, session))
-        ending = [record.session for record in dict(live).values() if record.ending]
-        self._report_errors(out)  # those found before the ends just seen come first
-        for session in ending:
-            if out.settled(session.sid):
-                continue
-            if self._guarded(session, out, partial(self.finish, session), finish=True):
-                out.finished.append(session.sid)
-        return out
+            return sid
 
-    def _run_finals(self, records: list[LiveSession], out: Drained) -> bool:
-        """Transcribe the waiting finals of ``records`` (most urgent first) in
-        one engine call, those with the first one's options; False when the
-        first has none to batch (then it runs alone)."""
+    def _claim_end(self, sid: str) -> bool:
+        """Claim an ending session for its finish; False when another engine has it."""
+        with self._lock:
+            if sid in self._claimed or sid in self._settled:
+                return False
+            self._claimed.add(sid)
+            return True
+
+    def _release(self, slot: int, *sids: str) -> None:
+        with self._lock:
+            self._claimed.difference_update(sids)
+            self._slots[slot].rank = _IDLE
+
+    def _run_finals(
+        self, records: Mapping[str, LiveSession], first: str, slot: int, out: Drained
+    ) -> bool:
+        """Transcribe the waiting finals of ``first`` and of sessions no engine
+        serves (most urgent first) in one engine call, those with the first
+        one's options; False when ``first`` has none to batch (then it runs alone)."""
+        options = records[first].session.options
+        with self._lock:
+            busy = self._claimed | self._settled
+            others = sorted(
+                (rank, record.served, sid)
+                for sid, record in records.items()
+                if sid not in busy and (rank := record.session.next_rank()) is not None
+                and rank[0] == _FINAL_RANK and record.session.options == options
+            )[: self._batch - 1]  # fmt: skip
+            self._claimed.update(sid for _, _, sid in others)
+        try:
+            return self._run_batch([records[first], *(records[s] for *_, s in others)], slot, out)
+        finally:
+            self._release(slot, *(sid for _, _, sid in others))
+
+    def _run_batch(self, records: list[LiveSession], slot: int, out: Drained) -> bool:
         options = records[0].session.options
         taken: list[tuple[StreamSession, FinalWork, float]] = []
         for record in records:
             session = record.session
-            if len(taken) == self._batch or session.options != options:
-                continue
             work = session.take_final()
             if work is not None:
                 taken.append((session, work, self._now()))
                 record.served = self._now()
             elif record is records[0]:
                 return False
+        engine = self._slots[slot].engine
         outcomes: list[list[Segment]] | Exception
         try:
             if len(taken) == 1:  # alone: as run_next would
-                outcomes = [self._engine.transcribe(taken[0][1].audio, options)]
+                outcomes = [engine.transcribe(taken[0][1].audio, options)]
             else:
-                engine = cast(BatchEngine, self._engine)
-                outcomes = engine.transcribe_batch([w.audio for _, w, _ in taken], options)
+                outcomes = cast(BatchEngine, engine).transcribe_batch(
+                    [w.audio for _, w, _ in taken], options
+                )
                 self.batches.append(len(taken))
         except Exception as exc:
             outcomes = exc
+        STREAM_ENGINE_SECONDS.labels("final").inc(self._now() - taken[0][2])
         for i, (session, work, started) in enumerate(taken):
             outcome = outcomes if isinstance(outcomes, Exception) else outcomes[i]
             self._guarded(session, out, partial(session.commit, work, outcome, started))
@@ -232,6 +334,8 @@ class Scheduler:
             step()
         except SessionMoved:
             out.moved.append(session.sid)
+            with self._lock:
+                self._settled.add(session.sid)
             return False
         except (BusError, CheckpointError):
             raise
@@ -239,6 +343,8 @@ class Scheduler:
             log.exception("stream %s failed", session.sid)
             if not finish:
                 out.finished.append(session.sid)
+                with self._lock:
+                    self._settled.add(session.sid)
                 return False
         return True
 
@@ -246,8 +352,8 @@ class Scheduler:
         """Emit the errors ingestion found."""
         with self._errors_lock:
             errors, self._errors = self._errors, []
-        for session, exc in errors:
+        for session, exc, fatal in errors:
             try:
-                session.error(exc)
+                session.error(exc, fatal=fatal)
             except SessionMoved:
                 out.moved.append(session.sid)

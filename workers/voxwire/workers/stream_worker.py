@@ -13,9 +13,9 @@ end arrive in order on one partition); its records (:mod:`voxwire.wire.records`)
   standing prompts through the HTTP API, applied as a device's would be.
 
 Ingestion (VAD and endpointing, :mod:`voxwire.workers.stream_intake`) runs on
-the event loop and only queues work; one engine thread runs the
-:class:`~voxwire.workers.stream_scheduler.Scheduler` over the queued work of
-every session, so a slow transcription never holds up audio. The worker keeps
+the event loop and only queues work; the engines' threads (one per engine)
+run the :class:`~voxwire.workers.stream_scheduler.Scheduler` over the queued
+work of every session, so a slow transcription never holds up audio. The worker keeps
 one :class:`~voxwire.workers.stream_scheduler.LiveSession` record per open
 session. Bad chunks get a non-fatal error message on their session and never
 touch other sessions.
@@ -41,7 +41,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import ValidationError
@@ -49,6 +49,7 @@ from pydantic import ValidationError
 from voxwire.bus import Bus, Record, Subscription, commit_or_warn
 from voxwire.core.aio import first_failure
 from voxwire.core.errors import AudioError, RecordError, VoxwireError
+from voxwire.core.metrics import LIVE_STREAMS, STREAMS_REFUSED
 from voxwire.wire.records import PromptUpdate, StreamStart, decode_audio_record
 from voxwire.wire.topics import AUDIO_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
@@ -71,31 +72,44 @@ class InvalidChunkError(AudioError):
     code = "invalid_chunk"
 
 
+class TooManyStreamsError(VoxwireError):
+    """The worker already holds as many live streams as it may (``max_streams``)."""
+
+    code = "too_many_streams"
+
+
 class StreamWorker:
     def __init__(
         self,
         bus: Bus,
-        engine: Engine,
+        engines: Engine | Sequence[Engine],
         options: EngineOptions,
         *,
         checkpoints: Checkpoints | None = None,
         vad_factory: Callable[[], Vad] = SileroVad,
         group: str = STREAM_GROUP,
         batch_finals: int = 1,
+        max_streams: int = 0,
     ) -> None:
-        """``batch_finals``: the finals of this many sessions at most in one
-        engine call, where the engine can (1: one at a time)."""
+        """``engines``: each transcribes one session's work at a time, on a thread
+        of its own. ``batch_finals``: the finals of this many sessions at most
+        in one engine call, where the engine can (1: one at a time).
+        ``max_streams``: live streams held at most; a stream that starts past
+        it gets a fatal ``too_many_streams`` error (0: no limit)."""
         self._bus = bus
-        self._scheduler = Scheduler(engine, now=time.monotonic, batch_finals=batch_finals)
+        self._scheduler = Scheduler(engines, now=time.monotonic, batch_finals=batch_finals)
         self._options = options
         self._checkpoints = checkpoints or MemoryCheckpoints()
         self._vad_factory = vad_factory
         self._group = group
+        self._max_streams = max_streams
         self._live: dict[str, LiveSession] = {}  # the open sessions
         self._done: set[str] = set()  # every message out: later records are ignored
         self._unknown: set[str] = set()  # no start and no checkpoint seen
         self._subscription: Subscription | None = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stream-engine")
+        self._pool = ThreadPoolExecutor(
+            max_workers=self._scheduler.engines, thread_name_prefix="stream-engine"
+        )
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.ignored = 0
@@ -111,7 +125,7 @@ class StreamWorker:
         self._loop = asyncio.get_running_loop()
         subscription = self._subscription = self._bus.subscribe(AUDIO_TOPIC, self._group)
         try:
-            await first_failure(self._ingest(subscription), self._engine_loop(subscription))
+            await first_failure(self._ingest(subscription), self._engine_loops(subscription))
         finally:
             await subscription.close()
             self._pool.shutdown(wait=False)
@@ -187,8 +201,26 @@ class StreamWorker:
         if sid in self._done:
             return False
         self._unknown.discard(sid)
-        self._open(start, start.encode(), None, partition)
+        full = 0 < self._max_streams <= len(self._live)
+        live = self._open(start, start.encode(), None, partition)
+        if full:
+            self._refuse(live)
         return True
+
+    def _refuse(self, live: LiveSession) -> None:
+        """Close a stream the worker cannot hold with a fatal error (sent by
+        the next drain), rather than let every stream fall behind."""
+        STREAMS_REFUSED.inc()
+        sid = live.session.sid
+        log.warning("stream %s refused: %d live streams already", sid, self._max_streams)
+        error = TooManyStreamsError(
+            f"this worker already transcribes {self._max_streams} live streams, its limit",
+            hint="retry in a minute, or add stream workers (max_streams sets the limit)",
+            sid=sid,
+        )
+        self._scheduler.report(live.session, error, fatal=True)
+        live.session.end(time.monotonic())
+        live.ending = True
 
     async def _resume(self, sid: str, partition: int) -> LiveSession | None:
         """Take over a session another worker left: its checkpoint, if any."""
@@ -229,6 +261,7 @@ class StreamWorker:
             on_queued=self._scheduler.queued,
         )
         live = self._live[start.sid] = LiveSession(session, payload, partition)
+        LIVE_STREAMS.set(len(self._live))
         if resume is None:
             log.info("stream %s opened", start.sid)
         return live
@@ -292,12 +325,18 @@ class StreamWorker:
             for window in windows_after(checkpoint.resume.finals, last.sid):
                 await self._bus.produce(WINDOWS_TOPIC, last.sid, window.encode())
 
-    async def _engine_loop(self, subscription: Subscription) -> None:
+    async def _engine_loops(self, subscription: Subscription) -> None:
+        """One loop per engine; they share the sessions (see the scheduler)."""
+        loops = [self._engine_loop(subscription, slot) for slot in range(self._scheduler.engines)]
+        await first_failure(*loops)
+
+    async def _engine_loop(self, subscription: Subscription, slot: int) -> None:
         loop = asyncio.get_running_loop()
+        drain = self._scheduler.drain
         while True:
             await self._wake.wait()
             self._wake.clear()
-            drained = await loop.run_in_executor(self._pool, self._scheduler.drain, self._live)
+            drained = await loop.run_in_executor(self._pool, drain, self._live, slot)
             for sid in drained.moved:
                 self._forget(sid)
             free: list[Record] = []
@@ -307,8 +346,10 @@ class StreamWorker:
 
     async def _close(self, sid: str) -> list[Record]:
         """The session is done: say so in its checkpoint, forget it here.
-        Returns its held records, free to commit."""
-        live = self._live[sid]
+        Returns its held records, free to commit (none when it was closed already)."""
+        live = self._live.get(sid)
+        if live is None:
+            return []
         done = StreamCheckpoint(live.start, live.session.resume_point(), None, done=True)
         await self._checkpoints.save(sid, done)
         self._forget(sid)
@@ -326,6 +367,7 @@ class StreamWorker:
         if not self._owns(sid):
             log.info("stream %s moved to another worker", sid)
         self._live.pop(sid, None)
+        LIVE_STREAMS.set(len(self._live))
 
     def _settled_records(self) -> list[Record]:
         """Held records whose audio is settled, released."""

@@ -48,10 +48,13 @@ def create_engine(name: str, model: str | Path, **kwargs: Any) -> Engine:
     return factory(model, **kwargs)
 
 
-def _whispercpp(model: str | Path, **kwargs: Any) -> Engine:
+def _whispercpp(model: str | Path, *, threads: int | None = None, **kwargs: Any) -> Engine:
+    """``threads`` is accepted for every engine; whisper.cpp takes its threads
+    per call, from :attr:`EngineOptions.threads <voxwire.workers.engine.EngineOptions.threads>`."""
     from voxwire.models import resolve
     from voxwire.workers.engines.whispercpp import WhisperCppEngine
 
+    del threads
     return WhisperCppEngine(resolve(model), **kwargs)
 
 
