@@ -26,7 +26,7 @@ mode and level it prints:
   machine, as ``psutil`` sees it);
 - engine busy: engine time on live streams over wall time, per stream engine;
 - final wait p50 / p95: how long a decided final waited for an engine;
-- partials transcribed / superseded / preempted / shed (the worker's metrics);
+- partials transcribed / superseded / preempted (the worker's metrics);
 - WER per stream (mean and worst) next to the offline engine's WER on the same
   utterances, measured in this run.
 
@@ -84,7 +84,7 @@ PAUSE_S = 1.0
 SPREAD_S = 7.0  # staggered and random offsets fall within one utterance's length
 HELD_P95_S = 2.0
 MODES = ("staggered", "together", "random")
-PARTIAL_OUTCOMES = ("transcribed", "superseded", "preempted", "shed")
+PARTIAL_OUTCOMES = ("transcribed", "superseded", "preempted")
 _normalize = EnglishTextNormalizer()
 
 
@@ -311,7 +311,7 @@ def report(results: dict[str, list[dict]], offline: float, sentences: list[Sente
     print(
         f"{'engine':<18}{'mode':<10}{'streams':>7}{'final p50':>10}{'p95':>7}{'max':>7}"
         f"{'missed':>7}{'1st part':>9}{'lag':>6}{'CPU':>6}{'cores':>10}{'engine':>7}"
-        f"{'wait p50':>9}{'p95':>7}{'partials t/s/p/shed':>21}{'WER':>7}{'max':>6}"
+        f"{'wait p50':>9}{'p95':>7}{'partials t/s/p':>16}{'WER':>7}{'max':>6}"
     )
     for config, rows in results.items():
         for r in rows:
@@ -323,7 +323,7 @@ def report(results: dict[str, list[dict]], offline: float, sentences: list[Sente
                 f"{r['first_partial_p50_s']:>8.2f}s{r['max_lag_ms'] / 1000:>5.1f}s"
                 f"{r['cpu_percent']:>5.0f}%{cores:>10}{100 * r['engine_busy']:>6.0f}%"
                 f"{r['final_wait_p50_ms'] / 1000:>8.2f}s{r['final_wait_p95_ms'] / 1000:>6.2f}s"
-                f"{partials:>21}{statistics.fmean(r['wer']):>7.3f}{max(r['wer']):>6.3f}"
+                f"{partials:>16}{statistics.fmean(r['wer']):>7.3f}{max(r['wer']):>6.3f}"
             )
     print(f"offline WER (faster-whisper) on the same utterances: {offline:.3f}")
     for config, rows in results.items():

@@ -409,6 +409,8 @@ def test_stale_partials_are_skipped_when_the_engine_is_behind() -> None:
     session.end(7.0)
     session.finish()
     assert engine.calls[-1] == 7000 - 312 and len(of_type(out, "final")) == 1
+    progress = [m for m in out if isinstance(m, ProgressMessage)]
+    assert progress[-1].partials_skipped == 2  # clients see the partials thin out
 
 
 def test_a_final_supersedes_queued_partials_of_its_segment() -> None:

@@ -35,7 +35,8 @@
  *   duration_ms: number, segments: Segment[]}} TranscriptMessage
  * @typedef {Envelope & {type: "progress", status: "queued" | "transcribing" | "completed" | "failed",
  *   percent: number, processed_ms: number, duration_ms: number,
- *   speech?: boolean | null, lag_ms?: number | null}} ProgressMessage
+ *   speech?: boolean | null, lag_ms?: number | null,
+ *   partials_skipped?: number | null}} ProgressMessage
  * @typedef {Envelope & {type: "match", prompt_id: string, prompt: string, score: number,
  *   start_ms: number, end_ms: number, text: string, highlight: string,
  *   segment_ids: string[]}} MatchMessage

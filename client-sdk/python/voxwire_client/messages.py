@@ -68,7 +68,10 @@ class ProgressMessage(Envelope):
     """Session status and how much of the audio has been processed.
 
     Live streams also say whether the speaker is talking (``speech``, per the
-    VAD) and how far transcription is behind real time (``lag_ms``).
+    VAD), how far transcription is behind real time (``lag_ms``), and how many
+    partials were skipped so far (``partials_skipped``): under load, partials
+    wait for the finals and are replaced by newer ones, so they thin out; the
+    count stops growing once the load drops.
     """
 
     type: Literal["progress"] = "progress"
@@ -78,6 +81,7 @@ class ProgressMessage(Envelope):
     duration_ms: int = Field(ge=0, default=0)
     speech: bool | None = None
     lag_ms: int | None = Field(default=None, ge=0)
+    partials_skipped: int | None = Field(default=None, ge=0)
 
 
 class LatencyData(_Model):

@@ -79,6 +79,8 @@ async def _run(
                 status.update("listening…")
         elif isinstance(message, ProgressMessage) and message.speech is not None:
             lag = f" · lag {message.lag_ms} ms" if message.lag_ms else ""
+            if message.partials_skipped:
+                lag += f" · {message.partials_skipped} partials skipped (busy)"
             status.update(("speaking…" if message.speech else "listening…") + lag)
         elif isinstance(message, MatchMessage):
             console.print(f"[magenta]match[/] {message.prompt!r} at {message.start_ms / 1000:.2f}s")

@@ -27,7 +27,7 @@ STREAM_ENGINE_SECONDS = Counter(
 STREAM_PARTIALS = Counter(
     "voxwire_stream_partials",
     "Live partials by what became of them: transcribed, superseded (a newer one or the final "
-    "came first), preempted (a final needed the engine), shed (not started under load)",
+    "came first while it waited for an engine), preempted (stopped: a final needed the engine)",
     ["outcome"],
 )
 LIVE_STREAMS = Gauge("voxwire_live_streams", "Live streams a worker is transcribing now")

@@ -442,7 +442,10 @@ class StreamSession:
         )
 
     def _progress(self, status: SessionStatus, stream_ms: int, *, speech: bool) -> Message:
-        return self._builder.stream_progress(status, stream_ms, speech=speech, lag_ms=self.lag_ms())
+        skipped = self.skipped_partials + self.preempted_partials
+        return self._builder.stream_progress(
+            status, stream_ms, speech=speech, lag_ms=self.lag_ms(), partials_skipped=skipped
+        )
 
 
 def _ms(seconds: float) -> int:

@@ -163,7 +163,13 @@ class TranscriptBuilder:
         return [final, *(self._match(hit) for hit in hits)]
 
     def stream_progress(
-        self, status: SessionStatus, stream_ms: int, *, speech: bool, lag_ms: int
+        self,
+        status: SessionStatus,
+        stream_ms: int,
+        *,
+        speech: bool,
+        lag_ms: int,
+        partials_skipped: int = 0,
     ) -> ProgressMessage:
         """A live stream's progress: no known length, so ``percent`` is 0 until completed."""
         return ProgressMessage(
@@ -175,6 +181,7 @@ class TranscriptBuilder:
             duration_ms=stream_ms,
             speech=speech,
             lag_ms=lag_ms,
+            partials_skipped=partials_skipped,
         )
 
     def file_progress(

@@ -249,7 +249,10 @@ async function toggleRecording() {
   listeners.progress = (/** @type {any} */ m) => {
     view.status(m.status === "transcribing" ? "live" : m.status);
     if (m.speech !== null && m.speech !== undefined) setVad(m.speech ? "speech" : "silence", m.speech ? "speaking" : "silence");
-    if (m.lag_ms !== null && m.lag_ms !== undefined) $("#lag").textContent = `lag ${(m.lag_ms / 1000).toFixed(1)} s`;
+    if (m.lag_ms !== null && m.lag_ms !== undefined) {
+      const skipped = m.partials_skipped ? ` · ${m.partials_skipped} previews skipped (busy)` : "";
+      $("#lag").textContent = `lag ${(m.lag_ms / 1000).toFixed(1)} s${skipped}`;
+    }
   };
   const texts = phrases($("#live-prompts").value);
   const prompts = new Map(texts.map((text, i) => [text, `l${i + 1}`]));
