@@ -26,7 +26,8 @@ mode and level it prints:
   machine, as ``psutil`` sees it);
 - engine busy: engine time on live streams over wall time, per stream engine;
 - final wait p50 / p95: how long a decided final waited for an engine;
-- partials transcribed / superseded / preempted (the worker's metrics);
+- partials transcribed / superseded / preempted, and likely finals used by
+  their final / decoded (the worker's metrics);
 - WER per stream (mean and worst) next to the offline engine's WER on the same
   utterances, measured in this run.
 
@@ -38,7 +39,9 @@ It ends with the largest level held at p95 <= 2.0 s per mode.
 
 ``faster-whisper:8`` batches the finals waiting in up to 8 sessions into one
 engine call (``batch_finals``); ``faster-whisper@1`` serves live streams with
-one engine instead of one per core (``stream_engines``).
+one engine instead of one per core (``stream_engines``), the baseline the
+default run compares with: the first configuration's latencies are printed as
+ratios against each other's.
 """
 
 from __future__ import annotations
@@ -227,6 +230,8 @@ def counters() -> dict[str, float]:
     out = {f"partials_{o}": metric(partials, outcome=o) for o in PARTIAL_OUTCOMES}
     kinds = ("final", "likely_final", "partial")
     out["engine_s"] = sum(metric("voxwire_stream_engine_seconds_total", kind=k) for k in kinds)
+    out["likely_decoded"] = metric("voxwire_stream_engine_calls_total", kind="likely_final")
+    out["likely_used"] = metric("voxwire_stream_finals_total", how="likely")
     return out
 
 
@@ -289,7 +294,7 @@ async def one_level(platform: Platform, key: str, run: Run, starts: list[float])
         "engine_busy": (after["engine_s"] - before["engine_s"]) / wall / engines,
         "final_wait_p50_ms": pct(waits, 50),
         "final_wait_p95_ms": pct(waits, 95),
-        **{k: after[k] - before[k] for k in after if k.startswith("partials_")},
+        **{k: after[k] - before[k] for k in after if k.startswith(("partials_", "likely_"))},
         "wer": [wer(run.refs, [m.segment.text for _, m in r.finals()]) for r in runs],
     }
 
@@ -311,19 +316,20 @@ def report(results: dict[str, list[dict]], offline: float, sentences: list[Sente
     print(
         f"{'engine':<18}{'mode':<10}{'streams':>7}{'final p50':>10}{'p95':>7}{'max':>7}"
         f"{'missed':>7}{'1st part':>9}{'lag':>6}{'CPU':>6}{'cores':>10}{'engine':>7}"
-        f"{'wait p50':>9}{'p95':>7}{'partials t/s/p':>16}{'WER':>7}{'max':>6}"
+        f"{'wait p50':>9}{'p95':>7}{'partials t/s/p':>16}{'likely u/d':>11}{'WER':>7}{'max':>6}"
     )
     for config, rows in results.items():
         for r in rows:
             cores = "/".join(f"{c:.0f}" for c in r["core_busy_percent"])
             partials = "/".join(f"{r[f'partials_{o}']:.0f}" for o in PARTIAL_OUTCOMES)
+            likely = f"{r['likely_used']:.0f}/{r['likely_decoded']:.0f}"
             print(
                 f"{config:<18}{r['mode']:<10}{r['streams']:>7}{r['final_p50_s']:>9.2f}s"
                 f"{r['final_p95_s']:>6.2f}s{r['final_max_s']:>6.2f}s{r['missed']:>7}"
                 f"{r['first_partial_p50_s']:>8.2f}s{r['max_lag_ms'] / 1000:>5.1f}s"
                 f"{r['cpu_percent']:>5.0f}%{cores:>10}{100 * r['engine_busy']:>6.0f}%"
                 f"{r['final_wait_p50_ms'] / 1000:>8.2f}s{r['final_wait_p95_ms'] / 1000:>6.2f}s"
-                f"{partials:>16}{statistics.fmean(r['wer']):>7.3f}{max(r['wer']):>6.3f}"
+                f"{partials:>16}{likely:>11}{statistics.fmean(r['wer']):>7.3f}{max(r['wer']):>6.3f}"
             )
     print(f"offline WER (faster-whisper) on the same utterances: {offline:.3f}")
     for config, rows in results.items():
@@ -332,6 +338,15 @@ def report(results: dict[str, list[dict]], offline: float, sentences: list[Sente
             fast = r["final_p95_s"] <= HELD_P95_S and not r["missed"]
             held[r["mode"]] = max(held.get(r["mode"], 0), r["streams"] if fast else 0)
         print(f"{config}: most streams held at final p95 <= {HELD_P95_S} s: {held}")
+    configs = list(results)
+    for other in configs[1:]:
+        print(f"{configs[0]} against {other} (final p50, p95 ratios; below 1: {configs[0]} faster)")
+        base = {(r["mode"], r["streams"]): r for r in results[other]}
+        for r in results[configs[0]]:
+            b = base.get((r["mode"], r["streams"]))
+            if b is not None:
+                p50, p95 = r["final_p50_s"] / b["final_p50_s"], r["final_p95_s"] / b["final_p95_s"]
+                print(f"  {r['mode']:<10}{r['streams']:>3} streams: {p50:.2f}, {p95:.2f}")
     print(
         "targets (4 streams): together p50 <= 1.2 s, p95 <= 2.0 s; random p50 <= 1.0 s, "
         "p95 <= 1.6 s; 1 stream p50 <= 0.9 s"
@@ -344,9 +359,9 @@ def main() -> int:
     parser.add_argument("--streams", default="1,2,4,8,16", help="concurrency levels")
     parser.add_argument(
         "--engines",
-        default="faster-whisper",
-        help="engine[:batch_finals][@stream_engines] per run, e.g. "
-        "faster-whisper,whispercpp,faster-whisper:8,faster-whisper@1",
+        default="faster-whisper,faster-whisper@1",
+        help="engine[:batch_finals][@stream_engines] per run, the first compared with the "
+        "others, e.g. faster-whisper,whispercpp,faster-whisper:8,faster-whisper@1",
     )
     parser.add_argument("--seed", type=int, default=7, help="for the random start offsets")
     parser.add_argument("--json", type=Path, help="also write the figures here")

@@ -138,7 +138,7 @@ class OneStream:
         first_seq: int = 2,
         resume: Resume | None = None,
         preempted: Callable[[], bool] | None = None,
-        on_queued: Callable[[int], None] | None = None,
+        on_queued: Callable[[str, int], None] | None = None,
     ) -> None:
         self.session = StreamSession(
             sid, options, config, prompts, emit, vad=vad, now=now, first_seq=first_seq,
@@ -433,7 +433,7 @@ def test_a_preempted_partial_is_dropped_and_finals_are_not_preemptible() -> None
     session = OneStream(
         "s1", engine, EngineOptions(), StreamConfig(), (), out.append,
         vad=ScriptedVad([(1000, 6000, 0.95)]), now=clock, preempted=lambda: True,
-        on_queued=queued.append,
+        on_queued=lambda sid, rank: queued.append(rank),
     )  # fmt: skip
     feed(session, tone(8.0), clock)
     assert of_type(out, "partial") == [] and session.preempted_partials >= 2

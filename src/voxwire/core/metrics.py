@@ -24,6 +24,15 @@ STREAM_ENGINE_SECONDS = Counter(
     "Engine time spent on live streams, by kind of work (final, likely_final, partial)",
     ["kind"],
 )
+STREAM_ENGINE_CALLS = Counter(
+    "voxwire_stream_engine_calls", "Engine calls for live streams, by kind of work", ["kind"]
+)
+STREAM_FINALS = Counter(
+    "voxwire_stream_finals",
+    "Live finals by how their text came: likely (the likely final decoded at the start of "
+    "the pause was reused) or transcribed (decoded once the pause was long enough)",
+    ["how"],
+)
 STREAM_PARTIALS = Counter(
     "voxwire_stream_partials",
     "Live partials by what became of them: transcribed, superseded (a newer one or the final "

@@ -58,9 +58,11 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.core.matching import Prompt
+from voxwire.core.metrics import STREAM_FINALS
 from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.endpointing import EndpointConfig
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
@@ -177,7 +179,7 @@ class StreamSession:
         now: Callable[[], float],
         first_seq: int = FIRST_WORKER_SEQ,
         resume: Resume | None = None,
-        on_queued: Callable[[int], None] | None = None,
+        on_queued: Callable[[str, int], None] | None = None,
     ) -> None:
         """Raises ``InvalidSessionIdError`` (a ``ValueError``) for an unsafe ``sid``
         and :class:`ConfigError` for an unusable prompt.
@@ -185,7 +187,7 @@ class StreamSession:
         ``resume`` goes on from where another worker left the stream: chunks
         before ``resume.chunk`` are ignored as redeliveries, the settled start
         of that chunk is skipped, and seq, segment index and stream time carry on.
-        ``on_queued`` is told the :data:`RANK` of each item queued.
+        ``on_queued`` is told the sid and the :data:`RANK` of each item queued.
         """
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
@@ -212,7 +214,7 @@ class StreamSession:
             next_chunk=start.chunk,
             skip_samples=start.skip_samples,
         )
-        self._queue = WorkQueue(on_queued)
+        self._queue = WorkQueue(None if on_queued is None else partial(on_queued, self.sid))
         self._emit_lock = threading.Lock()
         # (chunk, skip, stream sample) where the audio not covered by a final starts
         self._settled = (start.chunk, start.skip_samples, start.stream_sample)
@@ -356,6 +358,7 @@ class StreamSession:
             return
         if outcome is None:  # a final whose likely final was transcribed
             assert isinstance(work, FinalWork)
+            STREAM_FINALS.labels("likely").inc()
             latency = self._latency(work, started, transcribed=started)
             self._final(work, self._likely_text(work) or "", latency)
             return
@@ -367,6 +370,7 @@ class StreamSession:
             with self._emit_lock:
                 self._emit_all(self._builder.partial(work.start_ms, work.end_ms, text, latency))
         else:
+            STREAM_FINALS.labels("transcribed").inc()
             self._final(work, text, latency)
 
     def _failed(self, exc: BaseException) -> None:

@@ -34,7 +34,7 @@ from typing import cast
 
 from voxwire.bus import Record
 from voxwire.core.errors import BusError, VoxwireError
-from voxwire.core.metrics import STREAM_ENGINE_SECONDS, STREAM_PARTIALS
+from voxwire.core.metrics import STREAM_ENGINE_CALLS, STREAM_ENGINE_SECONDS, STREAM_PARTIALS
 from voxwire.workers.engine import BatchEngine, Engine, Segment, TranscriptionAborted
 from voxwire.workers.stream_checkpoints import CheckpointError
 from voxwire.workers.stream_intake import FinalWork, LikelyFinalWork, PartialWork
@@ -57,6 +57,7 @@ def _count(work: PartialWork | FinalWork, outcome: object, seconds: float) -> No
     elif isinstance(work, FinalWork):
         kind = "final"
     STREAM_ENGINE_SECONDS.labels(kind).inc(seconds)
+    STREAM_ENGINE_CALLS.labels(kind).inc()
     if kind == "partial":
         aborted = isinstance(outcome, TranscriptionAborted)
         STREAM_PARTIALS.labels("preempted" if aborted else "transcribed").inc()
@@ -104,6 +105,8 @@ class _Slot:
     preempt: threading.Event = field(default_factory=threading.Event)
     rank: int = _IDLE
     """The rank of the item it runs (``_IDLE``: none)."""
+    sid: str = ""
+    """The session it serves."""
 
 
 class Scheduler:
@@ -139,17 +142,19 @@ class Scheduler:
     def engines(self) -> int:
         return len(self._slots)
 
-    def queued(self, rank: int) -> None:
-        """A session queued work of ``rank`` (any thread): a final or likely final
-        preempts a partial when no engine is free for it (not a likely final: its
-        final would reuse its text)."""
+    def queued(self, sid: str, rank: int) -> None:
+        """Session ``sid`` queued work of ``rank`` (any thread): a final or likely
+        final preempts a partial (not a likely final: its final would reuse its
+        text): the session's own, else one of another session when no engine is
+        free."""
         if rank not in _FINAL_RANKS:
             return
         with self._lock:
-            if any(slot.rank == _IDLE for slot in self._slots):
-                return
             running = [slot for slot in self._slots if slot.rank == _PARTIAL_RANK]
-            if running:
+            own = [slot for slot in running if slot.sid == sid]
+            if own:
+                own[0].preempt.set()
+            elif running and all(slot.rank != _IDLE for slot in self._slots):
                 running[0].preempt.set()
 
     def report(self, session: StreamSession, exc: VoxwireError, *, fatal: bool = False) -> None:
@@ -251,6 +256,7 @@ class Scheduler:
             if not ranked:
                 return None
             me.rank, _, _, sid = min(ranked)
+            me.sid = sid
             me.preempt.clear()
             self._claimed.add(sid)
             records[sid].served = self._now()
@@ -314,6 +320,7 @@ class Scheduler:
         except Exception as exc:
             outcomes = exc
         STREAM_ENGINE_SECONDS.labels("final").inc(self._now() - taken[0][2])
+        STREAM_ENGINE_CALLS.labels("final").inc()
         for i, (session, work, started) in enumerate(taken):
             outcome = outcomes if isinstance(outcomes, Exception) else outcomes[i]
             self._guarded(session, out, partial(session.commit, work, outcome, started))
