@@ -1,7 +1,8 @@
 """The roles a process runs, each started from the adapters it needs.
 
 - ``worker``: the file worker (uploads) and the stream worker (live audio),
-  on ``workers + 1`` engine instances (the first one serves live streams);
+  on ``workers + 1`` engine instances (the first one serves live streams), on
+  the ``device`` setting's device;
 - ``bridge``: the relay (results -> store -> broker), the segment indexer,
   prompt queries and the ingest (what clients publish -> bus);
 - ``gateway``: the HTTP API on ``host:http_port``.
@@ -79,20 +80,34 @@ def check_roles(settings: Settings, roles: Iterable[str]) -> tuple[Role, ...]:
 
 
 def load_engines(settings: Settings, model_path: Path | None) -> list[Engine]:
-    """One engine for live streams, then ``workers`` for files."""
+    """One engine for live streams, then ``workers`` for files, on the ``device``
+    setting's device (logged, with why)."""
     model = model_path or settings.engine.model  # each engine resolves a name
+    on = {"device": settings.engine.device, "compute_type": settings.engine.compute_type}
     engines: list[Engine] = []
     try:
         for _ in range(settings.engine.workers + 1):
-            engines.append(create_engine(settings.engine.name, model))
+            engines.append(create_engine(settings.engine.name, model, **on))
     except BaseException:
         for engine in engines:
             engine.close()
         raise
+    choice = getattr(engines[0], "device", None)
+    if choice is not None:
+        log.info("%d %s engine(s) on %s (%s)", len(engines), engines[0].name, choice, choice.reason)
     return engines
 
 
-async def start_worker(adapters: Adapters, model_path: Path | None) -> list[asyncio.Task[None]]:
+def engine_device(engines: list[Engine]) -> str | None:
+    """Where the engines run, as /healthz shows it: ``cuda:0 (NVIDIA H200)``, ``cpu``."""
+    choice = getattr(engines[0], "device", None) if engines else None
+    return None if choice is None else str(choice)
+
+
+async def start_worker(
+    adapters: Adapters, model_path: Path | None
+) -> tuple[list[asyncio.Task[None]], str | None]:
+    """The worker's tasks, and where its engines run (:func:`engine_device`)."""
     settings = adapters.settings
     engines = await asyncio.to_thread(load_engines, settings, model_path)
 
@@ -117,7 +132,7 @@ async def start_worker(adapters: Adapters, model_path: Path | None) -> list[asyn
     return [
         asyncio.create_task(files.run(), name="worker"),
         asyncio.create_task(streams.run(), name="streams"),
-    ]
+    ], engine_device(engines)
 
 
 # -- bridge ------------------------------------------------------------------------------
@@ -150,9 +165,10 @@ GATEWAY = "gateway"
 
 
 async def start_gateway(
-    adapters: Adapters, workers: int
+    adapters: Adapters, workers: int, device: str | None = None
 ) -> tuple[uvicorn.Server, list[asyncio.Task[None]]]:
-    """``workers``: the engine instances for files in this process (0: elsewhere)."""
+    """``workers``: the engine instances for files in this process (0: elsewhere);
+    ``device``: where they run (None: elsewhere)."""
     store = await adapters.store()
     bus = await adapters.bus()
     index = await adapters.search()
@@ -165,6 +181,7 @@ async def start_gateway(
         bus,
         adapters.blobs(),
         workers=workers,
+        device=device,
         search=index,
         access=access,
         tokens=adapters.tokens(),
