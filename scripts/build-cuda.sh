@@ -61,25 +61,34 @@ if [ -z "$ARCH" ]; then
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
-    "$PYTHON" -m venv "$VENV"
+    # without pip: an image's Python may lack ensurepip; pip comes from $PYTHON
+    "$PYTHON" -m venv --without-pip "$VENV"
     # A CUDA image's python3 is often a venv itself; a venv made from it does
-    # not see its packages (numpy, cmake, ninja) unless told to.
+    # not see its packages (numpy, cmake, ninja, pip) unless told to.
     base=$("$PYTHON" -c 'import site, sys; print("\n".join(site.getsitepackages()) if sys.prefix != sys.base_prefix else "")')
     site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     [ -z "$base" ] || printf '%s\n' "$base" > "$site/_base_environment.pth"
 fi
+vpip() {
+    if "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+        "$VENV/bin/python" -m pip --disable-pip-version-check "$@"
+    else
+        "$PYTHON" -m pip --disable-pip-version-check --python "$VENV/bin/python" "$@"
+    fi
+}
 # the Python's own bin (cmake, ninja from pip) on PATH for setup.py
 export PATH="$(dirname "$("$PYTHON" -c 'import sys; print(sys.executable)')"):$PATH"
-"$VENV/bin/python" -m pip install --quiet --no-index --no-deps --disable-pip-version-check "$CACHE"/wheels/*.whl
+vpip install --quiet --no-index --no-deps "$CACHE"/wheels/*.whl
 command -v cmake >/dev/null || fail "cmake not found (pip install cmake, or the system's)"
 
 echo "build-cuda: $(basename "$sdist") with CUDA for sm_$ARCH ($("$NVCC" --version | tail -1)), $(nproc) jobs"
 start=$(date +%s)
 log="$VENV/build-cuda.log"
-if ! env GGML_CUDA=1 CMAKE_CUDA_ARCHITECTURES="$ARCH" GGML_CUDA_NCCL=OFF \
-        CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CMAKE_BUILD_TYPE=Release \
-        "$VENV/bin/python" -m pip install --no-index --no-deps --no-build-isolation \
-        --force-reinstall --disable-pip-version-check -v "$sdist" >"$log" 2>&1; then
+if ! (
+    export GGML_CUDA=1 CMAKE_CUDA_ARCHITECTURES="$ARCH" GGML_CUDA_NCCL=OFF \
+        CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CMAKE_BUILD_TYPE=Release
+    vpip install --no-index --no-deps --no-build-isolation --force-reinstall -v "$sdist"
+) >"$log" 2>&1; then
     tail -40 "$log" >&2
     fail "the build failed; the whole log is $log"
 fi

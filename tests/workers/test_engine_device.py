@@ -71,7 +71,7 @@ def test_device_and_compute_type_are_engine_settings(
     monkeypatch.delenv("VOXWIRE_COMPUTE_TYPE")
     settings = load_settings(tmp_path / "server.toml")
     assert (settings.engine.device, settings.engine.compute_type) == ("cpu", "q5_0")
-    with pytest.raises(ConfigError, match="compute_type: .*'fp16' is not one of"):
+    with pytest.raises(ConfigError, match=r"compute_type: .*'fp16' is not one of"):
         load_settings(tmp_path / "none.toml", compute_type="fp16")
 
 
@@ -162,5 +162,5 @@ async def test_cuda_asked_for_without_it_stops_the_start(tmp_path: Path, model_p
         http_port=0, mqtt_port=0, ws_port=0, data_dir=tmp_path, engine="whispercpp", device="cuda"
     )
     async with build(settings, model_path=model_path) as platform:
-        with pytest.raises(EngineError, match="device=cuda but whisper.cpp was built without CUDA"):
+        with pytest.raises(EngineError, match=r"device=cuda but whisper\.cpp was built without"):
             await platform.start()
