@@ -3,8 +3,8 @@
 # build the whisper.cpp engine with CUDA from the carried source distribution
 # (scripts/build-cuda.sh), then run benchmarks/bench_gpu.py on the carried
 # models, on the card and on this machine's CPU. Everything lands in $OUT
-# (default bench-results/): gpu-run.log, nvidia-smi.txt, bench_gpu.json,
-# bench_gpu.txt.
+# (default bench-results/): gpu-run.log, nvidia-smi.txt, build-cuda.log,
+# bench_gpu.json, bench_gpu.txt.
 #
 # Before, where there is network: scripts/gpu-prepare.sh [model ...] fills .gpu/
 # (ignored by git). Then carry .gpu with the working tree and run, from the
@@ -26,6 +26,7 @@ head -12 "$OUT/nvidia-smi.txt"
 
 PYTHON=${PYTHON:-python3} timeout $(( LIMIT - 120 )) scripts/build-cuda.sh --venv "$CACHE/venv" --cache "$CACHE"
 built=$?
+cp "$CACHE/venv/build-cuda.log" "$OUT/" 2>/dev/null || true
 PY="$CACHE/venv/bin/python"
 if [ $built -ne 0 ]; then
     echo "gpu-run: the CUDA build failed or ran out of time (exit $built); the benchmark runs on what imports"

@@ -114,6 +114,11 @@ class FasterWhisperEngine:
                 cpu_threads=threads,
             )
         except (RuntimeError, ValueError, OSError) as exc:
+            if on.is_gpu:
+                raise EngineError(
+                    f"faster-whisper cannot load {self.model_dir} on {self.device}: {exc}",
+                    hint=f"{CUDA_FIX}, or set device=cpu",
+                ) from exc
             raise ModelError(f"faster-whisper cannot load {self.model_dir}: {exc}") from exc
         self.multilingual = bool(self._model.model.is_multilingual)
         self._lock = threading.Lock()
