@@ -87,6 +87,9 @@ log="$VENV/build-cuda.log"
 if ! (
     export GGML_CUDA=1 CMAKE_CUDA_ARCHITECTURES="$ARCH" GGML_CUDA_NCCL=OFF \
         CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CMAKE_BUILD_TYPE=Release
+    # the extension finds libwhisper and libggml* beside it (setup.py sets this
+    # only for editable installs; without it the import fails)
+    export CMAKE_INSTALL_RPATH='$ORIGIN' CMAKE_BUILD_WITH_INSTALL_RPATH=ON
     vpip install --no-index --no-deps --no-build-isolation --force-reinstall -v "$sdist"
 ) >"$log" 2>&1; then
     tail -40 "$log" >&2
