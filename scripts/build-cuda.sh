@@ -4,7 +4,8 @@
 #
 #   scripts/build-cuda.sh [--venv DIR] [--cache DIR] [--arch 90] [--force]
 #
-#   --venv   where to build (default .gpu/venv); made with $PYTHON (default
+#   --venv   where to build (default .gpu-venv, beside the carried .gpu so that a
+#            later run that carries .gpu again keeps it); made with $PYTHON (default
 #            python3) and, when that Python is itself a virtual environment (a
 #            CUDA image's), seeing its packages (numpy, cmake, ninja) through a .pth
 #   --cache  what scripts/gpu-prepare.sh fetched (default .gpu): dist/ and wheels/
@@ -17,12 +18,12 @@
 # (pywhispercpp's setup.py passes them all), so GGML_* options can be set here.
 # At the end it prints whisper.cpp's system info, which names CUDA in a CUDA build.
 # An existing voxwire checkout uses the result with
-#   VOXWIRE_DEVICE=cuda .gpu/venv/bin/python ...   (PYTHONPATH: src and workers)
+#   VOXWIRE_DEVICE=cuda .gpu-venv/bin/python ...   (PYTHONPATH: src and workers)
 # or, installed into the project's own venv instead: --venv .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VENV=.gpu/venv
+VENV=.gpu-venv
 CACHE=.gpu
 ARCH=""
 FORCE=0

@@ -45,7 +45,7 @@ done
 "$PYTHON" benchmarks/bench_gpu.py --write-clips "$CACHE/clips.npz"
 
 tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-carried=$(du -sb "$CACHE" --exclude=venv | cut -f1)
+carried=$(du -sb "$CACHE" | cut -f1)
 total=$(( (tree + carried) / 1048576 ))
 echo "prepared $CACHE: $(( carried / 1048576 )) MiB + working tree $(( tree / 1048576 )) MiB = $total MiB (limit 64)"
 ls -la "$CACHE/dist" "$CACHE/wheels" "$CACHE/models"

@@ -24,10 +24,11 @@ echo "gpu-run: $(date -u +%FT%TZ) on $(hostname), $(nproc) cores, commit $(git r
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || echo "gpu-run: nvidia-smi failed (no GPU?)"
 head -12 "$OUT/nvidia-smi.txt"
 
-PYTHON=${PYTHON:-python3} timeout $(( LIMIT - 120 )) scripts/build-cuda.sh --venv "$CACHE/venv" --cache "$CACHE"
+VENV=${GPU_VENV:-.gpu-venv}  # not inside .gpu: carrying .gpu again would replace it
+PYTHON=${PYTHON:-python3} timeout $(( LIMIT - 120 )) scripts/build-cuda.sh --venv "$VENV" --cache "$CACHE"
 built=$?
-cp "$CACHE/venv/build-cuda.log" "$OUT/" 2>/dev/null || true
-PY="$CACHE/venv/bin/python"
+cp "$VENV/build-cuda.log" "$OUT/" 2>/dev/null || true
+PY="$VENV/bin/python"
 if [ $built -ne 0 ]; then
     echo "gpu-run: the CUDA build failed or ran out of time (exit $built); the benchmark runs on what imports"
     [ -x "$PY" ] || PY=${PYTHON:-python3}
