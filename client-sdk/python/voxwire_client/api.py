@@ -104,6 +104,9 @@ class Health(_Model):
     mode: str
     workers: int
     model: str
+    device: str | None = None
+    """Where the engines of the answering process run: ``cuda:0 (NVIDIA H200)``,
+    ``cpu``; None when they run in other processes."""
 
 
 class RedactMode(StrEnum):

@@ -94,6 +94,8 @@ class GatewayContext:
     access: AccessControl = field(default_factory=NoAccessSync)
     tokens: TokenIssuer | None = None
     """Signs browser session tokens; None: the settings' issuer."""
+    device: str | None = None
+    """Where this process's engines run (``cuda:0 (NVIDIA H200)``, ``cpu``); None: elsewhere."""
 
 
 def _status_for(exc: VoxwireError) -> int:
@@ -182,6 +184,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             mode=settings.mode,
             workers=ctx.workers,
             model=settings.engine.model,
+            device=ctx.device,
         )
 
     @app.post(

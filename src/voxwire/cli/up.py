@@ -108,7 +108,13 @@ async def _announce(platform: Platform, bootstrap: Bootstrap) -> None:
     if client.api_key and await store.verify_api_key(client.api_key) is None:
         client = ClientConfig(client.url, None, client.mqtt_url, client.ws_url)
     path = save_config(client)
-    _banner(settings, client, path, new_key=bootstrap.key.plaintext if bootstrap.key else None)
+    _banner(
+        settings,
+        client,
+        path,
+        new_key=bootstrap.key.plaintext if bootstrap.key else None,
+        device=platform.device,
+    )
 
 
 async def _until_stopped(platform: Platform) -> None:
@@ -135,14 +141,22 @@ def _client_key(new_key: str | None) -> str | None:
     return new_key or load_config(config_path()).api_key
 
 
-def _banner(settings: Settings, client: ClientConfig, path: Path, *, new_key: str | None) -> None:
+def _banner(
+    settings: Settings,
+    client: ClientConfig,
+    path: Path,
+    *,
+    new_key: str | None,
+    device: str | None = None,
+) -> None:
     engine = settings.engine
+    on = f" on {device}" if device else ""
     lines = [
         f"[bold]web app[/]         {client.url}/app/   (sign in with the API key)",
         f"[bold]HTTP[/]            {client.url}   (API docs: {client.url}/docs)",
         f"[bold]MQTT[/]            {client.mqtt_url}",
         f"[bold]MQTT/WebSocket[/]  {client.ws_url}",
-        f"[bold]model[/]           {engine.model} · {engine.workers} engine instance(s)",
+        f"[bold]model[/]           {engine.model} · {engine.workers} engine instance(s){on}",
         f"[bold]data[/]            {settings.data_dir}",
     ]
     if new_key:

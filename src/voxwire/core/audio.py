@@ -64,7 +64,6 @@ from typing import BinaryIO
 import av
 import av.error
 import numpy as np
-import numpy.typing as npt
 
 from voxwire.core.audio_probe import declared_seconds, magic_format, open_source
 from voxwire.core.errors import (
@@ -74,16 +73,12 @@ from voxwire.core.errors import (
     TruncatedAudioError,
     UnsupportedAudioError,
 )
+from voxwire.core.samples import SAMPLE_RATE, Audio
 
 __all__ = [
     "ALLOWED_FORMATS", "SAMPLE_RATE", "Audio", "DecodedAudio", "decode", "pcm16le_to_float32",
 ]  # fmt: skip
 
-SAMPLE_RATE = 16_000
-"""Every engine, VAD and stream works at 16 kHz."""
-
-Audio = npt.NDArray[np.float32]
-"""Mono float32 samples at 16 kHz in [-1, 1]."""
 
 ALLOWED_FORMATS: tuple[str, ...] = (
     "wav", "w64", "flac", "mp3", "ogg", "mov", "matroska", "aac",

@@ -11,7 +11,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     Settings     mode, bus, store, search, broker, data_dir, namespace, and:
     .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
-                 stream_engines, max_streams, batch_finals
+                 stream_engines, max_streams, batch_finals, device, compute_type
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
     .security    token_secret, hook_secret, redact, redact_tenants
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,6 +78,13 @@ PRESETS: dict[str, dict[str, str]] = {
 """What each ``mode`` chooses for the adapter settings left unset."""
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+COMPUTE_TYPES = frozenset(
+    {"default", "auto", "int8", "int8_float16", "int8_float32", "int8_bfloat16", "int16"}
+    | {"float16", "bfloat16", "float32", "f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1"}
+    | {"q4_0"}
+)
+"""``compute_type`` values: CTranslate2's (faster-whisper) and ggml weight types (whisper.cpp)."""
 
 
 class ListenSettings(BaseModel):
@@ -137,6 +145,31 @@ class EngineSettings(BaseModel):
         "engine batches (faster-whisper); 1, the default, does not batch: on 2 CPU cores it "
         "made finals later (bench_streams.py)",
     )
+    device: str = Field(
+        default="auto",
+        description="auto (a CUDA device when the engine can use one, else the CPU), cpu, "
+        "cuda or cuda:N; the choice is logged at start-up and shown in /healthz",
+    )
+    compute_type: str = Field(
+        default="default",
+        description="faster-whisper: CTranslate2's compute type (default: int8 on the CPU, "
+        "float16 on CUDA); whisper.cpp computes in its model file's type (default, or that "
+        "type: f16, q8_0, q5_0...)",
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str) -> str:
+        if re.fullmatch(r"auto|cpu|cuda(:\d{1,2})?", value.strip().lower()) is None:
+            raise ValueError(f"{value!r} is not auto, cpu, cuda or cuda:N (N = 0, 1...)")
+        return value.strip().lower()
+
+    @field_validator("compute_type")
+    @classmethod
+    def _known_compute_type(cls, value: str) -> str:
+        if value not in COMPUTE_TYPES:
+            raise ValueError(f"{value!r} is not one of {', '.join(sorted(COMPUTE_TYPES))}")
+        return value
 
 
 class LimitSettings(BaseModel):

@@ -70,6 +70,8 @@ class Platform:
         self._model_path = model_path
         self._tasks: list[asyncio.Task[None]] = []
         self._server: uvicorn.Server | None = None
+        self.device: str | None = None
+        """Where this process's engines run, once started (None: no worker role)."""
 
     @property
     def settings(self) -> Settings:
@@ -113,13 +115,16 @@ class Platform:
         """Start the roles; returns once they run and the gateway (if any) listens.
         On failure, what was started is stopped again."""
         try:
+            device = None
             if "worker" in self.roles:
-                self._tasks += await start_worker(self.adapters, self._model_path)
+                tasks, device = await start_worker(self.adapters, self._model_path)
+                self._tasks += tasks
+                self.device = device
             if "bridge" in self.roles:
                 self._tasks += await start_bridge(self.adapters)
             if "gateway" in self.roles:
                 workers = self.settings.engine.workers if "worker" in self.roles else 0
-                self._server, tasks = await start_gateway(self.adapters, workers)
+                self._server, tasks = await start_gateway(self.adapters, workers, device)
                 self._tasks += tasks
         except BaseException:
             await self.stop()

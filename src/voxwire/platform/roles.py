@@ -1,7 +1,8 @@
 """The roles a process runs, each started from the adapters it needs.
 
 - ``worker``: the file worker (uploads) and the stream worker (live audio),
-  on ``workers + 1`` engine instances (the first one serves live streams);
+  on ``workers + 1`` engine instances (the first one serves live streams), on
+  the ``device`` setting's device;
 - ``bridge``: the relay (results -> store -> broker), the segment indexer,
   prompt queries and the ingest (what clients publish -> bus);
 - ``gateway``: the HTTP API on ``host:http_port``.
@@ -92,22 +93,36 @@ def stream_engines(settings: Settings) -> tuple[int, int]:
 
 def load_engines(settings: Settings, model_path: Path | None) -> tuple[list[Engine], list[Engine]]:
     """The engines for live streams (see :func:`stream_engines`), and
-    ``workers`` for files (``threads`` each)."""
+    ``workers`` for files (``threads`` each), on the ``device`` setting's
+    device (logged, with why)."""
     model = model_path or settings.engine.model  # each engine resolves a name
+    on = {"device": settings.engine.device, "compute_type": settings.engine.compute_type}
     count, threads = stream_engines(settings)
     plan = [threads] * count + [settings.engine.threads] * settings.engine.workers
     engines: list[Engine] = []
     try:
         for each in plan:
-            engines.append(create_engine(settings.engine.name, model, threads=each))
+            engines.append(create_engine(settings.engine.name, model, threads=each, **on))
     except BaseException:
         for engine in engines:
             engine.close()
         raise
+    choice = getattr(engines[0], "device", None)
+    if choice is not None:
+        log.info("%d %s engine(s) on %s (%s)", len(engines), engines[0].name, choice, choice.reason)
     return engines[:count], engines[count:]
 
 
-async def start_worker(adapters: Adapters, model_path: Path | None) -> list[asyncio.Task[None]]:
+def engine_device(engines: list[Engine]) -> str | None:
+    """Where the engines run, as /healthz shows it: ``cuda:0 (NVIDIA H200)``, ``cpu``."""
+    choice = getattr(engines[0], "device", None) if engines else None
+    return None if choice is None else str(choice)
+
+
+async def start_worker(
+    adapters: Adapters, model_path: Path | None
+) -> tuple[list[asyncio.Task[None]], str | None]:
+    """The worker's tasks, and where its engines run (:func:`engine_device`)."""
     settings = adapters.settings
     live, files = await asyncio.to_thread(load_engines, settings, model_path)
 
@@ -139,7 +154,7 @@ async def start_worker(adapters: Adapters, model_path: Path | None) -> list[asyn
     return [
         asyncio.create_task(file_worker.run(), name="worker"),
         asyncio.create_task(streams.run(), name="streams"),
-    ]
+    ], engine_device(live)
 
 
 # -- bridge ------------------------------------------------------------------------------
@@ -172,9 +187,10 @@ GATEWAY = "gateway"
 
 
 async def start_gateway(
-    adapters: Adapters, workers: int
+    adapters: Adapters, workers: int, device: str | None = None
 ) -> tuple[uvicorn.Server, list[asyncio.Task[None]]]:
-    """``workers``: the engine instances for files in this process (0: elsewhere)."""
+    """``workers``: the engine instances for files in this process (0: elsewhere);
+    ``device``: where they run (None: elsewhere)."""
     store = await adapters.store()
     bus = await adapters.bus()
     index = await adapters.search()
@@ -187,6 +203,7 @@ async def start_gateway(
         bus,
         adapters.blobs(),
         workers=workers,
+        device=device,
         search=index,
         access=access,
         tokens=adapters.tokens(),

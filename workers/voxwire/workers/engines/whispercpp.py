@@ -45,8 +45,8 @@ from typing import Any
 
 import _pywhispercpp as pw  # type: ignore[import-not-found]
 
-from voxwire.core.audio import SAMPLE_RATE, Audio
 from voxwire.core.errors import EngineError, ModelError
+from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.models import validate
 from voxwire.workers.engine import (
     EngineOptions,
@@ -56,6 +56,8 @@ from voxwire.workers.engine import (
     check_audio,
     clean_text,
 )
+from voxwire.workers.engines.device import Device, choose_device
+from voxwire.workers.engines.ggml_devices import accelerators
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +91,12 @@ def _route_whisper_logs() -> None:
         _log_routed = True
 
 
-def _load(path: Path, use_gpu: bool, flash_attn: bool) -> Any:
+def _load(path: Path, device: Device, flash_attn: bool) -> Any:
     """Load a validated model file; raise :class:`ModelError` if whisper.cpp refuses it."""
     global _load_errors
     params = pw.whisper_context_default_params()
-    params.use_gpu = use_gpu
+    params.use_gpu = device.is_gpu
+    params.gpu_device = device.index
     params.flash_attn = flash_attn
     with _log_lock:
         _route_whisper_logs()
@@ -150,23 +153,44 @@ def _forwarder(
     return new_segments
 
 
+def _check_compute_type(compute_type: str, weight_type: str, path: Path) -> None:
+    """whisper.cpp computes in its model file's weight type: ``default`` or that type."""
+    if compute_type not in ("default", "auto", weight_type):
+        raise EngineError(
+            f"whisper.cpp computes in the weight type of its model file ({path.name}: "
+            f"{weight_type}), not {compute_type}",
+            hint="set compute_type=default, or choose a model file of that type "
+            "(e.g. tiny.en-q8_0, tiny.en-q5_0)",
+        )
+
+
 class WhisperCppEngine:
     """A whisper.cpp model loaded once, transcribing 16 kHz float32 audio.
 
     ``model_path`` is a ggml file (see :func:`voxwire.models.resolve` for
     names). Raises :class:`ModelError` if it is missing, corrupt or refused.
+    ``device``: auto, cpu, cuda or cuda:N (:mod:`.device`), :attr:`device`
+    the one chosen; :class:`EngineError` if CUDA is asked for and this
+    whisper.cpp library was built without it or sees no such device.
     """
 
     name = "whispercpp"
 
     def __init__(
-        self, model_path: str | Path, *, use_gpu: bool = True, flash_attn: bool = True
+        self,
+        model_path: str | Path,
+        *,
+        device: str = "auto",
+        compute_type: str = "default",
+        flash_attn: bool = True,
     ) -> None:
         self.model_path = Path(model_path)
         info = validate(self.model_path)
+        _check_compute_type(compute_type, info.weight_type.name.lower(), self.model_path)
         self.multilingual = info.hparams.n_vocab >= _MULTILINGUAL_VOCAB
+        self.device = choose_device(device, accelerators())
         self._lock = threading.Lock()
-        self._ctx: Any = _load(self.model_path, use_gpu, flash_attn)
+        self._ctx: Any = _load(self.model_path, self.device.device, flash_attn)
 
     def __repr__(self) -> str:
         return f"WhisperCppEngine({str(self.model_path)!r})"
