@@ -29,7 +29,7 @@ SENTENCES = [
     Sentence(
         "de",
         "de",
-        "Guten Morgen. Ich möchte heute einen Tisch für vier Personen im Restaurant reservieren.",
+        "Wir treffen uns morgen um zehn Uhr am Bahnhof und fahren dann gemeinsam nach München.",
     ),
     Sentence(
         "fr",

@@ -104,6 +104,9 @@ class Health(_Model):
     mode: str
     workers: int
     model: str
+    models: tuple[str, ...] = Field(
+        default=(), description="the models a session may ask for (the first is the default)"
+    )
 
 
 class RedactMode(StrEnum):
@@ -124,7 +127,13 @@ class StreamRequest(_Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    language: str = "en"
+    language: str = Field(
+        default="en", description="a language code such as 'de', or 'auto' to detect it"
+    )
+    model: str | None = Field(
+        default=None,
+        description="one of the models the platform serves (GET /healthz); None: its default",
+    )
     prompts: tuple[PromptSpec, ...] = ()
     min_silence_ms: int = Field(default=600, ge=100, le=10_000)
     min_speech_ms: int = Field(default=250, ge=0, le=10_000)

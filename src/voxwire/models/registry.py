@@ -31,7 +31,7 @@ import platformdirs
 from voxwire.core.errors import ModelError
 from voxwire.models.catalog import BUNDLED, CHECKPOINTS, VARIANTS, Checkpoint, variant_text
 from voxwire.models.convert import ProgressCallback, convert, hparams_for
-from voxwire.models.ct2 import load_checkpoint
+from voxwire.models.ct2 import load_checkpoint, read_vocabulary
 from voxwire.models.ggml import GgmlFile, GgmlType, inspect
 from voxwire.models.packages import STAMP, StageProgress, build_folder, fetch, is_fetched
 
@@ -174,6 +174,23 @@ def _spec(name: str) -> ModelSpec:
 def is_multilingual(name: str) -> bool:
     """Whether the known model ``name`` speaks more than English."""
     return _spec(name).multilingual
+
+
+def multilingual(name_or_path: str | Path) -> bool | None:
+    """Whether a model (a known name, an added file's name, a ggml file or a
+    CTranslate2 folder) speaks more than English; None if it cannot be told
+    (not installed here, not a model)."""
+    if isinstance(name_or_path, str) and name_or_path in catalog():
+        return is_multilingual(name_or_path)
+    path = Path(name_or_path).expanduser()
+    if isinstance(name_or_path, str) and _NAME.match(name_or_path) and not path.exists():
+        path = model_path(name_or_path)
+    try:
+        if path.is_dir():
+            return len(read_vocabulary(path)) >= MULTILINGUAL_VOCAB
+        return inspect(path).hparams.n_vocab >= MULTILINGUAL_VOCAB
+    except (ModelError, OSError):
+        return None
 
 
 def checkpoint_dir(name: str, *, progress: StageProgress | None = None) -> Path:
