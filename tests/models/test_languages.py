@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from tests.gateway.gateway_app import gateway_client
+from tests.helpers import PlatformThread
 from tests.models.conftest import Converted, cache_at
 from tests.multilingual import SENTENCES, Sentence, have_espeak, speak, wer
 from tests.workers.test_stream_pipeline import Clock, OneStream, feed
 from voxwire.access.keys import generate_key
 from voxwire.bus import MemoryBus
 from voxwire.core.audio import SAMPLE_RATE, Audio, decode
+from voxwire.core.config import Settings
 from voxwire.store import SqliteStore
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC
@@ -25,6 +27,7 @@ from voxwire.workers.engines import create_engine
 from voxwire.workers.pipeline import run_file_job
 from voxwire.workers.stream_pipeline import StreamConfig
 from voxwire.workers.vad import SileroVad
+from voxwire_client import Client
 from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage
 
 needs_espeak = pytest.mark.skipif(not have_espeak(), reason="scripts/services.sh speech")
@@ -180,3 +183,29 @@ async def test_a_session_may_name_only_a_model_the_platform_serves(tmp_path: Pat
     jobs_topic = bus.subscribe(JOBS_TOPIC, "test")
     jobs = [FileJob.model_validate_json((await jobs_topic.next()).value) for _ in range(2)]
     assert [job.model for job in jobs] == ["tiny.en", "tiny.en"]  # the default, said outright
+
+
+@needs_espeak
+@pytest.mark.timeout(600)
+def test_the_platform_serves_base_with_language_auto(
+    base_cache: dict[str, Converted], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VOXWIRE_CACHE_DIR", str(base_cache["base"].path.parent.parent))
+    german = next(s for s in SENTENCES if s.language == "de")
+    wav = speak(german, tmp_path)
+    settings = Settings(
+        http_port=0, mqtt_port=0, ws_port=0, data_dir=tmp_path / "data", model="base"
+    )
+    platform = PlatformThread(settings, None).start()
+    try:
+        with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+            result = client.transcribe(wav, language="auto", model="base")
+            stored = client.transcript(result.sid)
+    finally:
+        platform.stop()
+    assert result.language == "de", result.text
+    assert result.segments
+    assert {(s.language, s.model) for s in result.segments} == {("de", "base")}
+    assert all(s.language_prob is not None and s.language_prob > 0.5 for s in result.segments)
+    assert wer(german.text, result.text) <= 0.75, result.text
+    assert stored.language == "de"
