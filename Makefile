@@ -65,6 +65,7 @@ layers: $(STAMP)
 
 pytest: $(STAMP) $(JS_STAMP) services
 	scripts/services.sh browser
+	scripts/services.sh speech
 	$(BIN)/voxwire models install
 	$(BIN)/pytest -q
 

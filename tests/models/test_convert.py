@@ -165,7 +165,7 @@ def test_damaged_cache_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.Monk
     fractions: list[float] = []
     from voxwire.models import install
 
-    path = install("tiny.en-q8_0", progress=fractions.append)
+    path = install("tiny.en-q8_0", progress=lambda _stage, done: fractions.append(done))
     assert fractions == sorted(fractions)
     assert fractions[-1] == 1.0
     path.write_bytes(path.read_bytes()[:1000])

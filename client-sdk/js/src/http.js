@@ -35,7 +35,8 @@ const RATE_LIMIT_RETRIES = 5;
  * @typedef {SessionCreated & {audio_topic: string, control_topic: string}} StreamCreated
  *
  * @typedef {object} StreamRequest
- * @property {string} [language]
+ * @property {string} [language]  a code such as "de", or "auto" to detect it
+ * @property {string} [model]  one of the models the platform serves (GET /healthz)
  * @property {PromptSpec[]} [prompts]
  * @property {number} [min_silence_ms]
  * @property {number} [partial_interval_s]
@@ -121,16 +122,17 @@ export class Gateway {
    * Upload an audio file (WAV, FLAC, MP3, OGG/Opus, M4A) and start transcribing it.
    * @param {Blob} file
    * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity",
-   *   language?: string, filename?: string}} [options]
+   *   language?: string, model?: string, filename?: string}} [options]
    * @returns {Promise<SessionCreated>}
    */
-  upload(file, { prompts = [], redact, language, filename } = {}) {
+  upload(file, { prompts = [], redact, language, model, filename } = {}) {
     const form = new FormData();
     const name = filename ?? (/** @type {File} */ (file).name || "audio");
     form.set("file", file, name);
     form.set("prompts", JSON.stringify(promptSpecs(prompts)));
     if (redact) form.set("redact", redact);
     if (language) form.set("language", language);
+    if (model) form.set("model", model);
     return this.json("POST", "/v1/sessions", { body: form });
   }
 

@@ -17,7 +17,9 @@
  * @property {number} end_ms
  * @property {string} text
  * @property {string | null} [language]
+ * @property {number | null} [language_prob] how sure the detection was (language "auto")
  * @property {string | null} [speaker]
+ * @property {string | null} [model] the model that transcribed it
  */
 
 /**
@@ -32,7 +34,8 @@
  * @typedef {Envelope & {type: "partial" | "final", segment: Segment,
  *   latency?: {vad_ms: number, queue_ms: number, transcribe_ms: number} | null}} SegmentMessage
  * @typedef {Envelope & {type: "transcript", text: string, language?: string | null,
- *   duration_ms: number, segments: Segment[]}} TranscriptMessage
+ *   language_prob?: number | null, duration_ms: number, segments: Segment[],
+ *   model?: string | null}} TranscriptMessage
  * @typedef {Envelope & {type: "progress", status: "queued" | "transcribing" | "completed" | "failed",
  *   percent: number, processed_ms: number, duration_ms: number,
  *   speech?: boolean | null, lag_ms?: number | null,

@@ -107,6 +107,9 @@ class Health(_Model):
     device: str | None = None
     """Where the engines of the answering process run: ``cuda:0 (NVIDIA H200)``,
     ``cpu``; None when they run in other processes."""
+    models: tuple[str, ...] = Field(
+        default=(), description="the models a session may ask for (the first is the default)"
+    )
 
 
 class RedactMode(StrEnum):
@@ -127,7 +130,13 @@ class StreamRequest(_Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    language: str = "en"
+    language: str = Field(
+        default="en", description="a language code such as 'de', or 'auto' to detect it"
+    )
+    model: str | None = Field(
+        default=None,
+        description="one of the models the platform serves (GET /healthz); None: its default",
+    )
     prompts: tuple[PromptSpec, ...] = ()
     min_silence_ms: int = Field(default=600, ge=100, le=10_000)
     min_speech_ms: int = Field(default=250, ge=0, le=10_000)

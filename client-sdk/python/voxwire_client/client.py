@@ -181,15 +181,27 @@ class AsyncClient:
         )
 
     async def upload(
-        self, path: str | Path, prompts: Prompts = None, *, redact: RedactMode | str | None = None
+        self,
+        path: str | Path,
+        prompts: Prompts = None,
+        *,
+        redact: RedactMode | str | None = None,
+        language: str | None = None,
+        model: str | None = None,
     ) -> SessionCreated:
         """Upload an audio file; returns the new session. ``redact``: what becomes
-        of personal data in the transcript (default: the platform's setting)."""
+        of personal data in the transcript (default: the platform's setting);
+        ``language``: a code such as "de", or "auto" to detect it; ``model``: one
+        of the models the platform serves (default: its first)."""
         path = Path(path)
         specs = [p.model_dump() for p in _prompt_specs(prompts)]
         data = {"prompts": json.dumps(specs)}
         if redact is not None:
             data["redact"] = RedactMode(redact).value
+        if language is not None:
+            data["language"] = language
+        if model is not None:
+            data["model"] = model
         for retry in range(_RATE_LIMIT_RETRIES + 1):
             with path.open("rb") as fh:
                 response = await self._send(
@@ -347,9 +359,11 @@ class AsyncClient:
         *,
         on_event: Callable[[Message], None] | None = None,
         redact: RedactMode | str | None = None,
+        language: str | None = None,
+        model: str | None = None,
     ) -> Transcript:
         """Upload ``path``, follow the session, return the final transcript."""
-        created = await self.upload(path, prompts, redact=redact)
+        created = await self.upload(path, prompts, redact=redact, language=language, model=model)
         return await self.follow(created.sid, on_event=on_event)
 
     async def start_stream(self, request: StreamRequest | None = None) -> StreamCreated:

@@ -61,7 +61,14 @@ class SegmentData(_Model):
     end_ms: int = Field(ge=0)
     text: str
     language: str | None = None
+    language_prob: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="how sure the language detection was; null when the language was given",
+    )
     speaker: str | None = None
+    model: str | None = Field(default=None, description="the model that transcribed it")
 
 
 class ProgressMessage(Envelope):
@@ -107,8 +114,15 @@ class TranscriptMessage(Envelope):
     type: Literal["transcript"] = "transcript"
     text: str
     language: str | None = None
+    language_prob: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="how sure the language detection was; null when the language was given",
+    )
     duration_ms: int = Field(ge=0)
     segments: tuple[SegmentData, ...]
+    model: str | None = Field(default=None, description="the model that transcribed it")
 
 
 class MatchMessage(Envelope):

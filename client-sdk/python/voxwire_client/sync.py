@@ -42,9 +42,17 @@ class Client:
         self._loop.close()
 
     def upload(
-        self, path: str | Path, prompts: Prompts = None, *, redact: RedactMode | str | None = None
+        self,
+        path: str | Path,
+        prompts: Prompts = None,
+        *,
+        redact: RedactMode | str | None = None,
+        language: str | None = None,
+        model: str | None = None,
     ) -> SessionCreated:
-        return self._loop.run_until_complete(self._async.upload(path, prompts, redact=redact))
+        return self._loop.run_until_complete(
+            self._async.upload(path, prompts, redact=redact, language=language, model=model)
+        )
 
     def session(self, sid: str) -> SessionInfo:
         return self._loop.run_until_complete(self._async.session(sid))
@@ -70,9 +78,13 @@ class Client:
         *,
         on_event: Callable[[Message], None] | None = None,
         redact: RedactMode | str | None = None,
+        language: str | None = None,
+        model: str | None = None,
     ) -> Transcript:
         return self._loop.run_until_complete(
-            self._async.transcribe(path, prompts, on_event=on_event, redact=redact)
+            self._async.transcribe(
+                path, prompts, on_event=on_event, redact=redact, language=language, model=model
+            )
         )
 
     def stream(

@@ -39,6 +39,7 @@ from voxwire.core.metrics import RATE_LIMITED
 from voxwire.core.ratelimit import RateLimitedError, RateLimits
 from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
+from voxwire.gateway.languages import served_models
 from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import Upload, UploadService
 from voxwire.gateway.web import mount_web_app
@@ -185,6 +186,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             workers=ctx.workers,
             model=settings.engine.model,
             device=ctx.device,
+            models=served_models(settings),
         )
 
     @app.post(
@@ -206,7 +208,12 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         prompts: Annotated[
             str | None, Form(description="JSON list of phrases to listen for")
         ] = None,
-        language: Annotated[str | None, Form()] = None,
+        language: Annotated[
+            str | None, Form(description="a language code such as 'de', or 'auto' to detect it")
+        ] = None,
+        model: Annotated[
+            str | None, Form(description="one of the models the platform serves (GET /healthz)")
+        ] = None,
         redact: Annotated[
             str | None, Form(description="personal data: off, mask or entity")
         ] = None,
@@ -216,7 +223,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             uploads.check_size(int(declared) - 64 * 1024)
         data = await _read_limited(file, uploads)
         session = await uploads.accept(
-            caller, Upload(file.filename, data, prompts, language, redact)
+            caller, Upload(file.filename, data, prompts, language, redact, model)
         )
         return SessionCreated(
             **_info(session).model_dump(), endpoints=_endpoints(settings, session.sid)

@@ -7,6 +7,7 @@ from voxwire.access.control import AccessControl
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
+from voxwire.gateway.languages import check_language, check_model
 from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.gateway.uploads import check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
@@ -26,7 +27,10 @@ class StreamService:
     async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
         check_prompts(request.prompts)
         redact = self._settings.security.redact_for(tenant.name, request.redact)
-        request = request.model_copy(update={"redact": redact})
+        model = check_model(request.model, self._settings)
+        language = check_language(request.language, model)
+        update = {"redact": redact, "language": language, "model": model}
+        request = request.model_copy(update=update)
         sid = await open_session(self._store, self._access, tenant, prompts=request.prompts)
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(AUDIO_TOPIC, sid, start.encode())

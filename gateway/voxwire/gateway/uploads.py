@@ -17,6 +17,7 @@ from voxwire.core.audio import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.core.config import Settings
 from voxwire.core.errors import AudioError, InvalidRequestError, PayloadTooLargeError
 from voxwire.core.standing_prompts import MAX_PROMPTS, StandingPrompts, prompt_of
+from voxwire.gateway.languages import check_language, check_model
 from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
@@ -38,6 +39,7 @@ class Upload:
     prompts: str | None
     language: str | None
     redact: str | None = None
+    model: str | None = None
 
 
 def redact_mode(raw: str | None) -> RedactMode | None:
@@ -126,9 +128,8 @@ class UploadService:
         (the session then exists, failed, with an error message published on it)."""
         self.check_size(len(upload.data))
         prompts = parse_prompts(upload.prompts)
-        language = (upload.language or self._settings.engine.language).strip().lower()
-        if not language.isalpha() or len(language) > 8:
-            raise InvalidRequestError(f"invalid language {language!r}", hint="use a code like 'en'")
+        model = check_model(upload.model, self._settings)
+        language = check_language(upload.language or self._settings.engine.language, model)
         redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
         sid = await open_session(
             self._store,
@@ -158,6 +159,7 @@ class UploadService:
             audio_key=audio_key,
             duration_ms=round(decoded.duration_s * 1000),
             language=language,
+            model=model,
             prompts=prompts,
             redact=redact,
         )

@@ -1,4 +1,4 @@
-"""``voxwire models``: install and list Whisper models (ggml files for whisper.cpp)."""
+"""``voxwire models``: list, install and add Whisper models."""
 
 from __future__ import annotations
 
@@ -6,55 +6,104 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from voxwire.cli.common import console, fail
 from voxwire.core.errors import VoxwireError
 from voxwire.models import registry
+from voxwire.models.packages import StageProgress
 
-app = typer.Typer(help="Install and list Whisper models.", no_args_is_help=True)
+app = typer.Typer(help="List, install and add Whisper models.", no_args_is_help=True)
 
 
-def install_with_progress(name: str) -> Path:
-    """Install ``name`` (a no-op when cached), with a progress bar while converting."""
-    if registry.is_installed(name):
-        return registry.resolve(name)
-    with Progress(
+def _bar() -> Progress:
+    return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TimeElapsedColumn(),
         console=console,
         transient=True,
-    ) as progress:
+    )
+
+
+def _follow(progress: Progress, task: TaskID) -> StageProgress:
+    return lambda stage, done: progress.update(task, description=stage, completed=done)
+
+
+def install_with_progress(name: str) -> Path:
+    """Install ``name`` (a no-op when cached), with a progress bar while it is
+    downloaded, joined, verified and converted."""
+    if registry.is_installed(name):
+        return registry.resolve(name)
+    with _bar() as progress:
         task = progress.add_task(f"building {name}", total=1.0)
-        path = registry.install(name, progress=lambda done: progress.update(task, completed=done))
+        path = registry.install(name, progress=_follow(progress, task))
     console.print(f"installed {name} -> {path}")
     return path
+
+
+def checkpoint_with_progress(name: str) -> Path:
+    """The CTranslate2 folder of ``name`` (faster-whisper), fetched with a progress bar."""
+    if name not in registry.catalog():
+        return registry.resolve_ct2(name)
+    with _bar() as progress:
+        task = progress.add_task(f"fetching {name}", total=1.0)
+        return registry.resolve_ct2(name, progress=_follow(progress, task))
 
 
 @app.command()
 def install(
     names: Annotated[
         list[str] | None,
-        typer.Argument(help=f"models to build: {', '.join(registry.KNOWN_MODELS)} [default: all]"),
+        typer.Argument(help="models to build (see `voxwire models list`) [default: tiny.en's]"),
     ] = None,
 ) -> None:
-    """Build models from the packaged Whisper checkpoint into the cache."""
+    """Build models into the cache, downloading their checkpoint first when needed."""
+    defaults = [n for n, s in registry.KNOWN_MODELS.items() if s.checkpoint == "tiny.en"]
     try:
-        for name in names or list(registry.KNOWN_MODELS):
+        for name in names or defaults:
             install_with_progress(name)
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
 
 
+@app.command()
+def add(
+    path: Annotated[Path, typer.Argument(help="a CTranslate2 Whisper folder or a ggml file")],
+    name: Annotated[str | None, typer.Option(help="name it [default: from PATH]")] = None,
+    force: Annotated[bool, typer.Option(help="replace a model of that name")] = False,
+) -> None:
+    """Add your own Whisper model to the catalog."""
+    try:
+        with _bar() as progress:
+            task = progress.add_task(f"adding {path}", total=1.0)
+            added = registry.add(path, name, force=force, progress=_follow(progress, task))
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
+    console.print(f"added {added}: use it with --model {added}")
+
+
 @app.command("list")
 def list_models() -> None:
-    """Show installed models."""
-    table = Table("name", "type", "size", "path")
-    for info in registry.installed():
-        table.add_row(info.name, info.ftype, f"{info.size / 1e6:.1f} MB", str(info.path))
+    """Show the models voxwire knows and those installed."""
+    files = {info.name: info for info in registry.installed()}
+    table = Table("name", "languages", "installed", "size", "description")
+    for name, spec in registry.catalog().items():
+        info = files.pop(name, None)
+        table.add_row(
+            name,
+            "99" if spec.multilingual else "English",
+            "yes" if info and info.ftype != "invalid" else ("invalid" if info else "no"),
+            f"{info.size / 1e6:.1f} MB" if info else "",
+            spec.description,
+        )
+    for name, info in files.items():
+        languages = "" if info.error else ("99" if info.multilingual else "English")
+        state = "invalid" if info.error else "yes"
+        table.add_row(name, languages, state, f"{info.size / 1e6:.1f} MB", "added ggml file")
     console.print(table)
     console.print(
-        f"[dim]cache: {registry.cache_dir()}; any ggml Whisper file works with --model PATH[/]"
+        f"[dim]cache: {registry.cache_dir()}; `voxwire models install NAME` builds one, "
+        "`voxwire models add PATH` adds your own[/]"
     )

@@ -29,6 +29,12 @@ def stream(
     ] = None,
     speed: Annotated[float, typer.Option(help="play faster than real time (e.g. 4)")] = 1.0,
     min_silence_ms: Annotated[int, typer.Option(help="silence that ends a segment")] = 600,
+    language: Annotated[
+        str, typer.Option(help="a language code such as de, or auto to detect it")
+    ] = "en",
+    model: Annotated[
+        str | None, typer.Option(help="one of the models the platform serves [its default]")
+    ] = None,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
@@ -44,6 +50,8 @@ def stream(
     request = StreamRequest(
         prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
         min_silence_ms=min_silence_ms,
+        language=language,
+        model=model,
     )
     try:
         result = asyncio.run(_run(pcm, request, speed, url, api_key, mqtt_url))

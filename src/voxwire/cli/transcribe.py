@@ -34,6 +34,12 @@ def transcribe(
     prompt: Annotated[
         list[str] | None, typer.Option("--prompt", "-p", help="a phrase to listen for (repeatable)")
     ] = None,
+    language: Annotated[
+        str | None, typer.Option(help="a language code such as de, or auto to detect it")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="one of the models the platform serves [its default]")
+    ] = None,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
@@ -41,7 +47,10 @@ def transcribe(
 ) -> None:
     """Upload FILE, show progress, print segments and prompt matches as they arrive."""
     try:
-        result = asyncio.run(_run(file, prompt or [], url, api_key, mqtt_url, quiet=as_json))
+        chosen = {"language": language, "model": model}
+        result = asyncio.run(
+            _run(file, prompt or [], url, api_key, mqtt_url, quiet=as_json, chosen=chosen)
+        )
     except ClientError as exc:
         fail(exc.message, exc.hint)
     if as_json:
@@ -70,6 +79,7 @@ async def _run(
     mqtt_url: str | None,
     *,
     quiet: bool,
+    chosen: dict[str, str | None],
 ) -> Transcript:
     out = err_console if quiet else console
     progress = Progress(
@@ -103,7 +113,7 @@ async def _run(
 
     async with AsyncClient(url, api_key, mqtt_url) as client:
         with progress:
-            created = await client.upload(file, prompts)
+            created = await client.upload(file, prompts, **chosen)
             out.print(
                 f"session [bold]{created.sid}[/] (follow it on {created.endpoints.topic_filter})"
             )

@@ -13,7 +13,7 @@ import typer
 from rich.panel import Panel
 
 from voxwire.cli.common import console, fail
-from voxwire.cli.models import install_with_progress
+from voxwire.cli.models import checkpoint_with_progress, install_with_progress
 from voxwire.core.config import Settings, load_settings
 from voxwire.core.errors import VoxwireError
 from voxwire.models import registry
@@ -35,7 +35,8 @@ def up(
     model: Annotated[
         str | None,
         typer.Option(
-            help="model name (tiny.en, tiny.en-q8_0, tiny.en-q5_0) or path to a ggml Whisper file"
+            help="model name (see `voxwire models list`: tiny.en, base, ...; installed on first "
+            "use) or a path to a ggml file (whisper.cpp) or CTranslate2 folder (faster-whisper)"
         ),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
@@ -64,8 +65,8 @@ def up(
     }
     try:
         settings = load_settings(None, mode="distributed" if distributed else None, **overrides)
-        # whisper.cpp's ggml file is built on first use; faster-whisper reads the shipped folder
-        model_path = _model(settings.engine.model) if settings.engine.name == "whispercpp" else None
+        # installed on first use (downloaded, verified, converted), with a progress bar
+        model_path = _model(settings.engine.model, settings.engine.name)
         if distributed:
             from voxwire.cli.up_distributed import serve_distributed
 
@@ -77,8 +78,13 @@ def up(
         fail(exc.message, exc.hint)
 
 
-def _model(name: str) -> Path:
-    if Path(name).exists() or name not in registry.KNOWN_MODELS:
+def _model(name: str, engine: str) -> Path | None:
+    """whisper.cpp's model file; for faster-whisper, None once its folder is in the cache."""
+    if engine != "whispercpp":
+        if name in registry.catalog():
+            checkpoint_with_progress(name)
+        return None
+    if Path(name).exists() or name not in registry.catalog():
         return registry.resolve(name)
     return install_with_progress(name)
 

@@ -57,6 +57,7 @@ class FileJob(_Record):
     audio_key: str = Field(description="blob key of the 16 kHz mono PCM16LE audio")
     duration_ms: int = Field(ge=0)
     language: str = "en"
+    model: str | None = Field(default=None, description="the model to transcribe with")
     prompts: tuple[PromptSpec, ...] = ()
     redact: RedactMode = RedactMode.OFF
     first_seq: int = Field(

@@ -39,6 +39,10 @@ class Segment:
     end_ms: int
     text: str
     no_speech_prob: float = 0.0
+    language: str | None = None
+    """The language it was decoded in (detected when asked for ``"auto"``)."""
+    language_prob: float | None = None
+    """How sure the detection was (0 to 1); None when the language was given."""
 
 
 SegmentCallback = Callable[[Segment], None]
@@ -95,6 +99,17 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release the model."""
+        ...
+
+
+@runtime_checkable
+class LanguageDetector(Protocol):
+    """An engine that can tell which language is spoken."""
+
+    def detect_language(self, audio: Audio, options: EngineOptions) -> tuple[str, float]:
+        """The most likely language of the first 30 s of ``audio`` and its probability.
+        An English-only model answers ``("en", 1.0)``. Raises
+        :class:`voxwire.core.errors.EngineError`."""
         ...
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
-from voxwire.core.audio import Audio
-from voxwire.core.errors import VoxwireError
+from voxwire.core.audio import SAMPLE_RATE, Audio
+from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.wire.records import FileJob
-from voxwire.workers.engine import Engine, EngineOptions, Segment
+from voxwire.workers.engine import Engine, EngineOptions, LanguageDetector, Segment
 from voxwire.workers.transcript import TranscriptBuilder
+from voxwire.workers.vad import SileroVad, first_speech
 from voxwire_client.messages import Message, SessionStatus
 
 log = logging.getLogger(__name__)
@@ -25,13 +27,32 @@ log = logging.getLogger(__name__)
 Emit = Callable[[Message], None]
 
 
+AUTO = ("", "auto")
+_DETECT_MARGIN = SAMPLE_RATE // 5  # audio kept before the first speech, for detection
+
+
+def detect_language(audio: Audio, engine: Engine, options: EngineOptions) -> tuple[str, float]:
+    """The language of ``audio``, told by ``engine`` from its first speech (Silero
+    VAD) on: a file that opens with silence or music is judged by its words."""
+    if not isinstance(engine, LanguageDetector):
+        raise ConfigError(
+            f"the {engine.name} engine cannot detect the language",
+            hint="give the session a language such as 'en'",
+        )
+    start = first_speech(SileroVad(), audio) or 0
+    return engine.detect_language(audio[max(0, start - _DETECT_MARGIN) :], options)
+
+
 def run_file_job(
     job: FileJob, audio: Audio, engine: Engine, options: EngineOptions, emit: Emit
 ) -> None:
-    """Transcribe ``audio`` for ``job``; every outcome, errors included, is emitted."""
+    """Transcribe ``audio`` for ``job``; every outcome, errors included, is emitted.
+    With ``language`` "auto" the language is detected on the first speech, then
+    kept for the whole file."""
     builder = TranscriptBuilder(
         job.sid,
-        language=options.language,
+        language=None if options.language in AUTO else options.language,
+        model=job.model,
         redact=job.redact,
         prompts=job.prompts,
         first_seq=job.first_seq,
@@ -45,6 +66,9 @@ def run_file_job(
         emit(builder.file_progress(SessionStatus.TRANSCRIBING, end_ms, job.duration_ms))
 
     try:
+        if options.language in AUTO:
+            builder.detected(*detect_language(audio, engine, options))
+            options = replace(options, language=builder.language or "en")
         engine.transcribe(audio, options, on_segment=on_segment)
     except VoxwireError as exc:
         emit(builder.error(exc, fatal=True))

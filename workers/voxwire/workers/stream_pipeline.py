@@ -101,6 +101,8 @@ class StreamConfig:
     max_segment_s: float = 30.0
     vad_threshold: float = 0.5
     redact: RedactMode = RedactMode.OFF
+    model: str | None = None
+    """The model's name, written on every segment."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.language, str) or not _LANGUAGE.fullmatch(self.language):
@@ -200,6 +202,7 @@ class StreamSession:
         self._builder = TranscriptBuilder(
             self.sid,
             language=None if config.language == "auto" else config.language,
+            model=config.model,
             redact=config.redact,
             prompts=prompts,
             first_seq=resume.next_seq if resume else first_seq,
@@ -363,6 +366,8 @@ class StreamSession:
             self._final(work, self._likely_text(work) or "", latency)
             return
         latency = self._latency(work, started, transcribed=self._now())
+        if isinstance(work, FinalWork | LikelyFinalWork):
+            self._keep_language(outcome)
         text = self._builder.heard(outcome, work.vad_mean)
         if isinstance(work, LikelyFinalWork):
             self._likely = (work.start_ms, work.end_ms, text)
@@ -372,6 +377,16 @@ class StreamSession:
         else:
             STREAM_FINALS.labels("transcribed").inc()
             self._final(work, text, latency)
+
+    def _keep_language(self, segments: list[Segment]) -> None:
+        """``language`` "auto": the language detected on the first final (or the
+        likely final that becomes it) holds for the rest of the stream."""
+        if self._builder.language is not None or not segments or not segments[0].language:
+            return
+        first = segments[0]
+        with self._emit_lock:
+            self._builder.detected(first.language or "en", first.language_prob)
+        self.options = replace(self.options, language=first.language or "en")
 
     def _failed(self, exc: BaseException) -> None:
         """The engine raised ``exc`` for an item."""

@@ -78,6 +78,7 @@ class TranscriptBuilder:
         sid: str,
         *,
         language: str | None,
+        model: str | None = None,
         redact: RedactMode = RedactMode.OFF,
         prompts: Sequence[PromptSpec | Prompt] = (),
         first_seq: int = FIRST_WORKER_SEQ,
@@ -90,6 +91,8 @@ class TranscriptBuilder:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
         self.sid = sid
         self.language = language
+        self.language_prob: float | None = None  # set when the language was detected
+        self.model = model
         self._redact = redact
         try:
             self._matcher = StandingPrompts([prompt_of(p) for p in prompts])
@@ -120,6 +123,10 @@ class TranscriptBuilder:
                 hint="fix the prompts and send them again",
                 sid=self.sid,
             ) from exc
+
+    def detected(self, language: str, probability: float | None) -> None:
+        """The session's language, as detected: on every segment from now on."""
+        self.language, self.language_prob = language, probability
 
     def heard(self, segments: Iterable[Segment], vad_mean: float | None = None) -> str:
         """The engine's segments as one text; empty for a hallucination on
@@ -212,8 +219,10 @@ class TranscriptBuilder:
             seq=self._seq(),
             text=" ".join(s.text for s in self.finals if s.text).strip(),
             language=self.language,
+            language_prob=self.language_prob,
             duration_ms=duration_ms,
             segments=tuple(self.finals),
+            model=self.model,
         )
 
     def _redacted(self, text: str, *, partial: bool = False) -> str:
@@ -231,6 +240,8 @@ class TranscriptBuilder:
             end_ms=end_ms,
             text=text,
             language=self.language,
+            language_prob=self.language_prob,
+            model=self.model,
         )
 
     def _match(self, hit: Match) -> MatchMessage:

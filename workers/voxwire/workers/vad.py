@@ -101,3 +101,14 @@ def speech_probabilities(vad: Vad, audio: Audio) -> list[float]:
     count = len(audio) // FRAME_SAMPLES
     frames = np.ascontiguousarray(audio[: count * FRAME_SAMPLES], dtype=np.float32)
     return [vad.speech_probability(frame) for frame in frames.reshape(count, FRAME_SAMPLES)]
+
+
+def first_speech(vad: Vad, audio: Audio, threshold: float = 0.5) -> int | None:
+    """The sample where speech first starts in ``audio`` (the first frame whose
+    probability reaches ``threshold``), or None if there is none. Scores frames
+    only until it finds one; continues ``vad``'s stream."""
+    for start in range(0, len(audio) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        frame = np.ascontiguousarray(audio[start : start + FRAME_SAMPLES], dtype=np.float32)
+        if vad.speech_probability(frame) >= threshold:
+            return start
+    return None

@@ -157,7 +157,7 @@ class FasterWhisperEngine:
             if self._model is None:
                 raise EngineError("the engine is closed")
             try:
-                pieces, _info = self._model.transcribe(
+                pieces, info = self._model.transcribe(
                     samples,
                     language=language,
                     beam_size=options.beam_size,
@@ -168,6 +168,9 @@ class FasterWhisperEngine:
                 )
             except (RuntimeError, ValueError) as exc:
                 raise EngineError(f"faster-whisper failed: {exc}") from exc
+            detected = language is None and self.multilingual
+            spoken = info.language if self.multilingual else "en"
+            prob = float(info.language_probability) if detected else None
             while True:
                 if abort is not None and abort():
                     raise TranscriptionAborted("aborted")
@@ -186,6 +189,8 @@ class FasterWhisperEngine:
                     end_ms=max(start_ms, min(round(piece.end * 1000), duration_ms)),
                     text=text,
                     no_speech_prob=float(piece.no_speech_prob),
+                    language=spoken,
+                    language_prob=prob,
                 )
                 found.append(segment)
                 if on_segment is not None:
@@ -207,21 +212,34 @@ class FasterWhisperEngine:
             if model is None:
                 raise EngineError("the engine is closed")
             language = self._language(options)
-            tokenizer = Tokenizer(
-                model.hf_tokenizer, self.multilingual, task="transcribe", language=language or "en"
-            )
-            previous = (
-                tokenizer.encode(" " + options.initial_prompt.strip())
-                if options.initial_prompt
-                else []
-            )
-            prompt = model.get_prompt(tokenizer, previous, without_timestamps=True)
             features = np.stack([pad_or_trim(model.feature_extractor(s)) for s in samples])
             try:
                 encoded = model.encode(features)
+                # "auto": each clip in the language detected on it
+                detected: list[tuple[str, float | None]] = (
+                    [(language or "en", None)] * len(samples)
+                    if language is not None or not self.multilingual
+                    else [
+                        (found[0][0].strip("<|>"), float(found[0][1]))
+                        for found in model.model.detect_language(encoded)
+                    ]
+                )
+                tokenizers = [
+                    Tokenizer(model.hf_tokenizer, self.multilingual, "transcribe", spoken)
+                    for spoken, _prob in detected
+                ]
+                previous = (" " + options.initial_prompt.strip()) if options.initial_prompt else ""
+                prompts = [
+                    list(
+                        model.get_prompt(
+                            t, t.encode(previous) if previous else [], without_timestamps=True
+                        )
+                    )
+                    for t in tokenizers
+                ]
                 results = model.model.generate(
                     encoded,
-                    [list(prompt) for _ in samples],
+                    prompts,
                     beam_size=options.beam_size,
                     max_length=model.max_length,
                     suppress_blank=True,
@@ -232,11 +250,28 @@ class FasterWhisperEngine:
             except (RuntimeError, ValueError) as exc:
                 raise EngineError(f"faster-whisper failed: {exc}") from exc
         out: list[list[Segment]] = []
-        for clip, result in zip(samples, results, strict=True):
+        for clip, result, tokenizer, spoken in zip(
+            samples, results, tokenizers, detected, strict=True
+        ):
             text = clean_text(tokenizer.decode(result.sequences_ids[0]))
             end_ms = min(clip.size, 30 * SAMPLE_RATE) * 1000 // SAMPLE_RATE
-            out.append([Segment(0, end_ms, text, float(result.no_speech_prob))] if text else [])
+            no_speech = float(result.no_speech_prob)
+            out.append([Segment(0, end_ms, text, no_speech, *spoken)] if text else [])
         return out
+
+    def detect_language(self, audio: Audio, options: EngineOptions) -> tuple[str, float]:
+        """The most likely language of the first 30 s of ``audio``, and its probability."""
+        samples = check_audio(audio)[: 30 * SAMPLE_RATE]
+        if not self.multilingual:
+            return "en", 1.0
+        with self._lock:
+            if self._model is None:
+                raise EngineError("the engine is closed")
+            try:
+                language, prob, _all = self._model.detect_language(samples)
+            except (RuntimeError, ValueError) as exc:
+                raise EngineError(f"faster-whisper failed: {exc}") from exc
+        return str(language), float(prob)
 
     def _language(self, options: EngineOptions) -> str | None:
         """The language to decode (None: detect); raises for one the model lacks."""

@@ -40,10 +40,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import _pywhispercpp as pw  # type: ignore[import-not-found]
+import numpy as np
 
 from voxwire.core.errors import EngineError, ModelError
 from voxwire.core.samples import SAMPLE_RATE, Audio
@@ -115,7 +117,9 @@ def _load(path: Path, device: Device, flash_attn: bool) -> Any:
     return ctx
 
 
-def _segments(ctx: Any, start: int, end: int, duration_ms: int) -> list[Segment]:
+def _segments(
+    ctx: Any, start: int, end: int, duration_ms: int, language: tuple[str, float | None]
+) -> list[Segment]:
     """Segments ``start`` to ``end`` of the last run, markers dropped, times in ms."""
     segments = []
     for i in range(start, end):
@@ -127,12 +131,15 @@ def _segments(ctx: Any, start: int, end: int, duration_ms: int) -> list[Segment]
         t0, t1 = pw.whisper_full_get_segment_t0(ctx, i), pw.whisper_full_get_segment_t1(ctx, i)
         start_ms = min(max(0, 10 * int(t0)), duration_ms)
         end_ms = min(max(start_ms, 10 * int(t1)), duration_ms)
-        segments.append(Segment(start_ms=start_ms, end_ms=end_ms, text=text))
+        segments.append(Segment(start_ms, end_ms, text, 0.0, *language))
     return segments
 
 
 def _forwarder(
-    on_segment: SegmentCallback, failures: list[BaseException], duration_ms: int
+    on_segment: SegmentCallback,
+    failures: list[BaseException],
+    duration_ms: int,
+    language: tuple[str, float | None],
 ) -> Callable[..., None]:
     """A new-segment callback for whisper.cpp that hands new segments to ``on_segment``.
 
@@ -145,7 +152,7 @@ def _forwarder(
             return
         try:
             n = pw.whisper_full_n_segments(ctx)
-            for segment in _segments(ctx, n - n_new, n, duration_ms):
+            for segment in _segments(ctx, n - n_new, n, duration_ms, language):
                 on_segment(segment)
         except BaseException as exc:
             failures.append(exc)
@@ -195,6 +202,25 @@ class WhisperCppEngine:
     def __repr__(self) -> str:
         return f"WhisperCppEngine({str(self.model_path)!r})"
 
+    def detect_language(self, audio: Audio, options: EngineOptions) -> tuple[str, float]:
+        """The most likely language of the first 30 s of ``audio``, and its probability."""
+        samples = check_audio(audio)[: 30 * SAMPLE_RATE]
+        if not self.multilingual:
+            return "en", 1.0
+        if samples.size < SAMPLE_RATE // 10:
+            raise EngineError("too little audio to tell its language (less than 0.1 s)")
+        probs = np.zeros(pw.whisper_lang_max_id() + 1, dtype=np.float32)
+        threads = max(1, options.threads)
+        with self._lock:
+            if self._ctx is None:
+                raise EngineError("the engine is closed")
+            if pw.whisper_pcm_to_mel(self._ctx, samples, samples.size, threads) != 0:
+                raise EngineError("whisper.cpp could not compute the spectrogram")
+            found = pw.whisper_lang_auto_detect(self._ctx, 0, threads, probs)
+        if found < 0:
+            raise EngineError("whisper.cpp could not detect the language")
+        return str(pw.whisper_lang_str(found)), float(probs[found])
+
     def _params(self, options: EngineOptions) -> Any:
         language = options.language or "auto"
         if language != "auto" and pw.whisper_lang_id(language) < 0:
@@ -239,11 +265,17 @@ class WhisperCppEngine:
         samples = check_audio(audio)
         if samples.size < SAMPLE_RATE // 10:
             return []  # whisper.cpp refuses less than 100 ms
+        language: tuple[str, float | None] = (options.language, None)
+        if self.multilingual and options.language in ("", "auto"):
+            language = self.detect_language(samples, options)
+            options = replace(options, language=language[0])
+        elif not self.multilingual and options.language in ("", "auto"):
+            language = ("en", None)
         params = self._params(options)
         duration_ms = samples.size * 1000 // SAMPLE_RATE
         failures: list[BaseException] = []
         if on_segment is not None:
-            forward = _forwarder(on_segment, failures, duration_ms)
+            forward = _forwarder(on_segment, failures, duration_ms, language)
             pw.assign_new_segment_callback(params, forward)
         aborted: list[bool] = []
 
@@ -270,7 +302,7 @@ class WhisperCppEngine:
                 raise TranscriptionAborted("transcription aborted")
             if code != 0:
                 raise EngineError(f"whisper.cpp failed with code {code}")
-            return _segments(ctx, 0, pw.whisper_full_n_segments(ctx), duration_ms)
+            return _segments(ctx, 0, pw.whisper_full_n_segments(ctx), duration_ms, language)
 
     def close(self) -> None:
         """Free the model. Further calls to :meth:`transcribe` raise :class:`EngineError`."""

@@ -1,0 +1,59 @@
+"""The model and language a session asks for, checked before it is accepted.
+
+A session may name a model among those the platform serves (``served_models``:
+the engine's model for now); anything else is a 400 that lists them.
+
+``"auto"`` asks the worker to detect the language (files: on the first speech;
+streams: on the first final). An English-only model (``tiny.en``) can neither
+detect nor speak another language: asking it to is a 400, not a transcript in
+the wrong language.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from voxwire.core.config import Settings
+from voxwire.core.errors import InvalidRequestError
+from voxwire.models.registry import catalog, multilingual
+
+AUTO = "auto"
+_CODE = re.compile(r"auto|[a-z]{2,3}")
+
+
+def served_models(settings: Settings) -> tuple[str, ...]:
+    """The models this platform's workers run."""
+    return (settings.engine.model,)
+
+
+def check_model(model: str | None, settings: Settings) -> str:
+    """The model for a session that asks for ``model`` (None: the default);
+    InvalidRequestError when the platform does not serve it."""
+    served = served_models(settings)
+    if model is None or model == "":
+        return served[0]
+    if model not in served:
+        raise InvalidRequestError(
+            f"model {model!r} is not served here",
+            hint=f"models served: {', '.join(served)}",
+        )
+    return model
+
+
+def check_language(language: str, model: str | Path) -> str:
+    """``language`` normalised ("en", "de", "auto"); InvalidRequestError when it is
+    not a language code or ``model`` is English-only and it is not English."""
+    language = language.strip().lower()
+    if not _CODE.fullmatch(language):
+        raise InvalidRequestError(
+            f"invalid language {language!r}", hint="use a code like 'en' or 'de', or 'auto'"
+        )
+    if language != "en" and multilingual(model) is False:
+        others = [name for name, spec in catalog().items() if spec.multilingual]
+        wanted = "language detection" if language == AUTO else f"language {language!r}"
+        raise InvalidRequestError(
+            f"model {str(model)!r} is English-only: it cannot do {wanted}",
+            hint=f"ask for language 'en', or use a multilingual model ({', '.join(others)})",
+        )
+    return language
