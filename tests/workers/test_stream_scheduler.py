@@ -20,7 +20,7 @@ from voxwire.core.errors import EngineError
 from voxwire.workers.engine import EngineOptions, Segment
 from voxwire.workers.stream_pipeline import StreamConfig, StreamSession
 from voxwire.workers.stream_scheduler import LiveSession, Scheduler
-from voxwire_client.messages import ErrorMessage, Message
+from voxwire_client.messages import ErrorMessage, Message, SegmentMessage
 
 
 class BatchScripted(ScriptedEngine):
@@ -156,3 +156,32 @@ def test_a_partial_never_takes_the_last_free_engine() -> None:
         running.result(10)
     assert sum(len(of_type(out, "partial")) for out in emitted.values()) == 2
     assert len(second.calls) == 0 and len(first.calls) == 2
+
+
+def test_a_final_does_not_wait_for_its_own_sessions_partial() -> None:
+    """While one engine transcribes a session's partial, the session's final
+    goes to the free engine; the partial, finished after it, is not sent."""
+    clock = Clock()
+    held, free = GatedEngine(), ScriptedEngine()
+    scheduler = Scheduler([held, free], now=clock)
+    out: list[Message] = []
+    session = StreamSession(
+        "f1", EngineOptions(), StreamConfig(partial_interval_s=2.0), (), out.append,
+        vad=ScriptedVad([(0, 2600, 0.95)]), now=clock, on_queued=scheduler.queued,
+    )  # fmt: skip
+    live = {"f1": LiveSession(session, b"start", partition=0)}
+    pieces = chunks(tone(4.0))
+    for index, chunk in enumerate(pieces[:25]):  # 2.5 s: a partial is due
+        session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(scheduler.drain, live, 0)
+        assert held.started.wait(5)  # the partial holds the first engine
+        for index, chunk in enumerate(pieces[25:], start=25):  # the pause: its final is due
+            session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+        scheduler.drain(live, 1)
+        assert [m.type for m in out if isinstance(m, SegmentMessage)][-1] == "final"
+        held.gate.set()
+        running.result(10)
+    kinds = [m.type for m in out if isinstance(m, SegmentMessage)]
+    assert kinds.count("final") == 1 and kinds[-1] == "final"  # the stale partial was dropped
+    assert session.late_partials + session.preempted_partials == 1

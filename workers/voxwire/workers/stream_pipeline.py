@@ -62,7 +62,7 @@ from functools import partial
 
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.core.matching import Prompt
-from voxwire.core.metrics import STREAM_FINALS
+from voxwire.core.metrics import STREAM_FINALS, STREAM_PARTIALS
 from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.endpointing import EndpointConfig
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
@@ -225,6 +225,8 @@ class StreamSession:
         self._likely: tuple[int, int, str] | None = None  # a likely final's (start, end, text)
         self._finished = start.finished
         self.preempted_partials = 0
+        self.late_partials = 0  # finished after their segment's final or a newer partial
+        self._shown = (-1, -1)  # (start_ms, end_ms) of the last partial shown
         if resume is None:
             self._queue.put(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
         else:
@@ -344,7 +346,7 @@ class StreamSession:
         try:
             self._commit(work, outcome, started)
         finally:
-            self._queue.done()
+            self._queue.done(work)
 
     def _commit(self, work: Work, outcome: Outcome, started: float) -> None:
         if isinstance(work, ReplayWork):
@@ -373,10 +375,22 @@ class StreamSession:
             self._likely = (work.start_ms, work.end_ms, text)
         if isinstance(work, PartialWork):
             with self._emit_lock:
+                if self._stale(work):
+                    self.late_partials += 1
+                    STREAM_PARTIALS.labels("superseded").inc()
+                    return
+                self._shown = (work.start_ms, work.end_ms)
                 self._emit_all(self._builder.partial(work.start_ms, work.end_ms, text, latency))
         else:
             STREAM_FINALS.labels("transcribed").inc()
             self._final(work, text, latency)
+
+    def _stale(self, work: PartialWork) -> bool:
+        """A partial that finished after its segment's final, or after a newer
+        partial of its segment (a final does not wait for its session's partial)."""
+        finalized = work.start_ms * SAMPLES_PER_MS < self._settled[2]
+        shown_start, shown_end = self._shown
+        return finalized or (shown_start == work.start_ms and shown_end >= work.end_ms)
 
     def _keep_language(self, segments: list[Segment]) -> None:
         """``language`` "auto": the language detected on the first final (or the
@@ -461,7 +475,7 @@ class StreamSession:
         )
 
     def _progress(self, status: SessionStatus, stream_ms: int, *, speech: bool) -> Message:
-        skipped = self.skipped_partials + self.preempted_partials
+        skipped = self.skipped_partials + self.preempted_partials + self.late_partials
         return self._builder.stream_progress(
             status, stream_ms, speech=speech, lag_ms=self.lag_ms(), partials_skipped=skipped
         )

@@ -49,7 +49,7 @@ class WorkQueue:
     def __init__(self, on_queued: Callable[[int], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._items: deque[Work] = deque()
-        self._in_flight: Work | None = None
+        self._in_flight: list[Work] = []  # a partial, and what its session's final brought
         self._on_queued = on_queued
         self.closed = False
         self.skipped_partials = 0
@@ -77,21 +77,25 @@ class WorkQueue:
         with self._lock:
             if not self._items or not wanted(self._items[0]):
                 return None
-            work = self._in_flight = self._items.popleft()
+            work = self._items.popleft()
+            self._in_flight.append(work)
         return work
 
-    def done(self) -> None:
+    def done(self, work: Work) -> None:
+        """``work`` is no longer in flight."""
         with self._lock:
-            self._in_flight = None
+            if work in self._in_flight:
+                self._in_flight.remove(work)
 
     def next(self) -> Work | None:
         with self._lock:
             return self._items[0] if self._items else None
 
     def oldest(self) -> Work | None:
-        """The item in flight, else the next."""
+        """The oldest item in flight or queued."""
         with self._lock:
-            return self._in_flight or (self._items[0] if self._items else None)
+            pending = [*self._in_flight, *([self._items[0]] if self._items else [])]
+        return min(pending, key=lambda work: work.decided_at, default=None)
 
     def close(self) -> None:
         """Drop the queued work and refuse more."""

@@ -35,11 +35,17 @@ from typing import cast
 from voxwire.bus import Record
 from voxwire.core.errors import BusError, VoxwireError
 from voxwire.core.metrics import STREAM_ENGINE_CALLS, STREAM_ENGINE_SECONDS, STREAM_PARTIALS
-from voxwire.workers.engine import BatchEngine, Engine, Segment, TranscriptionAborted
+from voxwire.workers.engine import (
+    BatchEngine,
+    Engine,
+    EngineOptions,
+    Segment,
+    TranscriptionAborted,
+)
 from voxwire.workers.stream_checkpoints import CheckpointError
 from voxwire.workers.stream_intake import FinalWork, LikelyFinalWork, PartialWork
 from voxwire.workers.stream_pipeline import Outcome, StreamSession
-from voxwire.workers.stream_queue import RANK
+from voxwire.workers.stream_queue import RANK, Work
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +139,8 @@ class Scheduler:
         self.batches: list[int] = []  # the size of each batched call, for tests and benchmarks
         self._preempted = preempted
         self._lock = threading.Lock()  # the claims and the slots' ranks
-        self._claimed: set[str] = set()  # sessions an engine serves now
+        self._claimed: set[str] = set()  # sessions an engine serves now, but for partials
+        self._partials: set[str] = set()  # sessions whose partial an engine transcribes now
         self._settled: set[str] = set()  # sessions a drain reported finished or moved
         self._errors: list[tuple[StreamSession, VoxwireError, bool]] = []
         self._errors_lock = threading.Lock()
@@ -170,6 +177,11 @@ class Scheduler:
         work = session.take()
         if work is None:
             return False
+        self._run(session, work, slot)
+        return True
+
+    def _run(self, session: StreamSession, work: Work, slot: int) -> None:
+        """Run taken ``work`` of ``session`` on engine ``slot`` and commit it."""
         started = self._now()
         outcome: Outcome = None
         if session.needs_engine(work):
@@ -185,7 +197,6 @@ class Scheduler:
                 outcome = exc
             _count(work, outcome, self._now() - started)
         session.commit(work, outcome, started)
-        return True
 
     def run_pending(self, session: StreamSession, slot: int = 0) -> int:
         """Run the session's queued work in order, until the queue is empty
@@ -207,22 +218,27 @@ class Scheduler:
     def drain(self, live: Mapping[str, LiveSession], slot: int = 0) -> Drained:
         """Run what the sessions have queued on engine ``slot``, the most urgent
         item of any session first; finish the sessions whose end came. Each
-        engine's thread calls this at once; a session is served by one engine
-        at a time, and a partial never takes the last engine that is free
-        (with one engine, finals preempt it instead). A session whose ``emit``
-        raises :class:`SessionMoved` is left alone from then on."""
+        engine's thread calls this at once. A session is served by one engine
+        at a time, except that its final (or likely final, or progress) does
+        not wait for its partial: another engine takes it, and the partial,
+        stale by then, is dropped. A partial never takes the last engine that
+        is free (with one engine, finals preempt it instead). A session whose
+        ``emit`` raises :class:`SessionMoved` is left alone from then on."""
         out = Drained()
         self._report_errors(out)
         with self._lock:
             self._settled &= live.keys()
         # a copy each time: the event loop may open and forget sessions meanwhile
-        while (sid := self._claim(records := dict(live), slot)) is not None:
+        while (claimed := self._claim(records := dict(live), slot)) is not None:
+            sid, work = claimed
+            session = records[sid].session
             try:
-                batched = self._slots[slot].rank == _FINAL_RANK and self._batch > 1
-                if batched and self._run_finals(records, sid, slot, out):
-                    continue
-                session = records[sid].session
-                self._guarded(session, out, partial(self.run_next, session, slot))
+                final = type(work) is FinalWork and session.needs_engine(work)
+                if final and self._batch > 1:
+                    assert isinstance(work, FinalWork)
+                    self._run_finals(records, sid, work, slot, out)
+                else:
+                    self._guarded(session, out, partial(self._run, session, work, slot))
             finally:
                 self._release(slot, sid)
         self._report_errors(out)  # those found before the ends just seen come first
@@ -239,51 +255,64 @@ class Scheduler:
             self._settled.update(out.finished, out.moved)
         return out
 
-    def _claim(self, records: Mapping[str, LiveSession], slot: int) -> str | None:
-        """The most urgent session no engine serves, claimed for ``slot``; None when none waits."""
+    def _claim(self, records: Mapping[str, LiveSession], slot: int) -> tuple[str, Work] | None:
+        """The most urgent item of a session that may take one now, taken for
+        ``slot``; None when none waits."""
         with self._lock:
             me = self._slots[slot]
-            me.rank, busy = _IDLE, self._claimed | self._settled
+            me.rank = _IDLE
             partials = sum(1 for s in self._slots if s.rank == _PARTIAL_RANK)
             partial_ok = len(self._slots) == 1 or partials + 1 < len(self._slots)
-            ranked = [
-                (rank[0], record.served, rank[1], sid)
-                for sid, record in records.items()
-                if sid not in busy
-                and (rank := record.session.next_rank()) is not None
-                and (partial_ok or rank[0] != _PARTIAL_RANK)
-            ]
-            if not ranked:
-                return None
-            me.rank, _, _, sid = min(ranked)
-            me.sid = sid
-            me.preempt.clear()
-            self._claimed.add(sid)
-            records[sid].served = self._now()
-            return sid
+            ranked = []
+            for sid, record in records.items():
+                if sid in self._claimed or sid in self._settled:
+                    continue
+                rank = record.session.next_rank()
+                if rank is None:
+                    continue
+                if rank[0] == _PARTIAL_RANK and (not partial_ok or sid in self._partials):
+                    continue
+                ranked.append((rank[0], record.served, rank[1], sid))
+            for _, _, _, sid in sorted(ranked):
+                work = records[sid].session.take()
+                if work is None:  # closed meanwhile
+                    continue
+                me.rank, me.sid = RANK[type(work)], sid
+                me.preempt.clear()
+                (self._partials if me.rank == _PARTIAL_RANK else self._claimed).add(sid)
+                records[sid].served = self._now()
+                return sid, work
+            return None
 
     def _claim_end(self, sid: str) -> bool:
-        """Claim an ending session for its finish; False when another engine has it."""
+        """Claim an ending session for its finish; False when an engine serves it."""
         with self._lock:
-            if sid in self._claimed or sid in self._settled:
+            if sid in self._claimed or sid in self._partials or sid in self._settled:
                 return False
             self._claimed.add(sid)
             return True
 
-    def _release(self, slot: int, *sids: str) -> None:
+    def _release(self, slot: int, sid: str) -> None:
+        """``slot`` is done with ``sid``."""
         with self._lock:
-            self._claimed.difference_update(sids)
-            self._slots[slot].rank = _IDLE
+            me = self._slots[slot]
+            (self._partials if me.rank == _PARTIAL_RANK else self._claimed).discard(sid)
+            me.rank = _IDLE
 
     def _run_finals(
-        self, records: Mapping[str, LiveSession], first: str, slot: int, out: Drained
-    ) -> bool:
-        """Transcribe the waiting finals of ``first`` and of sessions no engine
-        serves (most urgent first) in one engine call, those with the first
-        one's options; False when ``first`` has none to batch (then it runs alone)."""
+        self,
+        records: Mapping[str, LiveSession],
+        first: str,
+        work: FinalWork,
+        slot: int,
+        out: Drained,
+    ) -> None:
+        """Transcribe ``first``'s final ``work`` and the waiting finals of
+        sessions no engine serves (most urgent first) in one engine call,
+        those with the first one's options."""
         options = records[first].session.options
         with self._lock:
-            busy = self._claimed | self._settled
+            busy = self._claimed | self._partials | self._settled
             others = sorted(
                 (rank, record.served, sid)
                 for sid, record in records.items()
@@ -292,21 +321,24 @@ class Scheduler:
             )[: self._batch - 1]  # fmt: skip
             self._claimed.update(sid for _, _, sid in others)
         try:
-            return self._run_batch([records[first], *(records[s] for *_, s in others)], slot, out)
+            taken = [(records[first].session, work, self._now())]
+            for *_, sid in others:
+                other = records[sid].session.take_final()
+                if other is not None:
+                    taken.append((records[sid].session, other, self._now()))
+                    records[sid].served = self._now()
+            self._run_batch(taken, options, slot, out)
         finally:
-            self._release(slot, *(sid for _, _, sid in others))
+            with self._lock:
+                self._claimed.difference_update(sid for _, _, sid in others)
 
-    def _run_batch(self, records: list[LiveSession], slot: int, out: Drained) -> bool:
-        options = records[0].session.options
-        taken: list[tuple[StreamSession, FinalWork, float]] = []
-        for record in records:
-            session = record.session
-            work = session.take_final()
-            if work is not None:
-                taken.append((session, work, self._now()))
-                record.served = self._now()
-            elif record is records[0]:
-                return False
+    def _run_batch(
+        self,
+        taken: list[tuple[StreamSession, FinalWork, float]],
+        options: EngineOptions,
+        slot: int,
+        out: Drained,
+    ) -> None:
         engine = self._slots[slot].engine
         outcomes: list[list[Segment]] | Exception
         try:
@@ -324,7 +356,6 @@ class Scheduler:
         for i, (session, work, started) in enumerate(taken):
             outcome = outcomes if isinstance(outcomes, Exception) else outcomes[i]
             self._guarded(session, out, partial(session.commit, work, outcome, started))
-        return True
 
     def _guarded(
         self,
