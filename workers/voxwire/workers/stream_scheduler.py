@@ -1,25 +1,30 @@
-"""The one place that runs the engine for live streams.
+"""The one place that runs the engines for live streams.
 
 :class:`Scheduler` takes work from :class:`~voxwire.workers.stream_pipeline.StreamSession`
-queues, calls the engine where the work needs it, and commits the outcome
+queues, calls an engine where the work needs it, and commits the outcome
 through :meth:`StreamSession.commit <voxwire.workers.stream_pipeline.StreamSession.commit>`
 (the one path that turns work into messages). It serves one session
 (:meth:`Scheduler.run_pending`, :meth:`Scheduler.finish`) or every live
 session of a worker (:meth:`Scheduler.drain`, over one :class:`LiveSession`
-record per session), one item at a time, on one thread:
+record per session), with one thread per engine, each running one item at a
+time:
 
 - the most urgent kind first (progress, finals, likely finals, partials:
   :data:`~voxwire.workers.stream_queue.RANK`); within a kind, the session
   served longest ago, so a session with a backlog (audio sent faster than
   real time) takes turns with the others instead of going before them;
-- a final or likely final queued while a partial is being transcribed
-  preempts the partial (:meth:`Scheduler.queued`; the partial is dropped);
-- with ``batch_finals`` above 1 and an engine that can
+- a session is served by one engine at a time, except that its final (or
+  likely final, or progress) does not wait for its partial: another engine
+  takes it, and the partial, stale by then, is dropped;
+- a partial never takes the last free engine (kept for finals); with one
+  engine, a final or likely final queued while a partial is transcribed
+  preempts it (:meth:`Scheduler.queued`), as it preempts its own session's;
+- with ``batch_finals`` above 1 and engines that can
   (:class:`~voxwire.workers.engine.BatchEngine`), the finals waiting in
   several sessions (same engine options) share one engine call.
 
 Errors the ingestion thread found (:meth:`Scheduler.report`) are emitted on
-the scheduler's thread, since emitting waits on the bus.
+an engine's thread, since emitting waits on the bus.
 """
 
 from __future__ import annotations
