@@ -67,7 +67,7 @@ from voxwire.core.audio import decode
 from voxwire.core.config import Settings
 from voxwire.models import registry
 from voxwire.platform import Platform, build
-from voxwire.platform.roles import stream_engines
+from voxwire.platform.roles import cpu_cores, stream_engines
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire_client import AsyncClient, StreamRequest, pcm_chunks
@@ -271,7 +271,8 @@ async def bench(counts: list[int], modes: list[str], config: str, run: Run) -> l
 
 
 async def one_level(platform: Platform, key: str, run: Run, starts: list[float]) -> dict:
-    before, engines = counters(), stream_engines(platform.settings)[0]
+    before = counters()
+    engines = min(len(stream_engines(platform.settings)), cpu_cores())  # at most this many at once
     psutil.cpu_percent(percpu=True)
     cpu, wall = time.process_time(), time.perf_counter()
     runs = await level(platform, key, run.pcm, starts)

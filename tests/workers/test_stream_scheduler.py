@@ -185,3 +185,24 @@ def test_a_final_does_not_wait_for_its_own_sessions_partial() -> None:
     kinds = [m.type for m in out if isinstance(m, SegmentMessage)]
     assert kinds.count("final") == 1 and kinds[-1] == "final"  # the stale partial was dropped
     assert session.late_partials + session.preempted_partials == 1
+
+
+def test_a_lone_final_goes_to_the_wide_engine_and_finals_together_to_the_narrow_ones() -> None:
+    """With a 2-thread engine beside two 1-thread ones on 2 cores, the only
+    final waiting gets both cores; finals that come together get one each."""
+    clock = Clock()
+    wide, one, two = ScriptedEngine(), ScriptedEngine(), ScriptedEngine()
+    scheduler = Scheduler([wide, one, two], now=clock, threads=[2, 1, 1], cores=2)
+    live, _ = sessions(1, scheduler, clock)
+    for record in live.values():
+        record.ending = False  # only the final is due, not the stream's end
+    assert scheduler.drain(live, 1).handed_off and one.calls == []  # left for the wide one
+    scheduler.drain(live, 0)
+    assert len(wide.calls) == 1 and one.calls == []
+    clock2 = Clock()
+    live, _ = sessions(2, scheduler, clock2)
+    for record in live.values():
+        record.ending = False
+    assert scheduler.drain(live, 0).handed_off and len(wide.calls) == 1  # two: the narrow ones
+    assert scheduler.drain(live, 1).handed_off  # took one; the one left alone is the wide's
+    assert len(one.calls) == 1 and len(wide.calls) == 1

@@ -81,14 +81,23 @@ def check_roles(settings: Settings, roles: Iterable[str]) -> tuple[Role, ...]:
 # -- worker ------------------------------------------------------------------------------
 
 
-def stream_engines(settings: Settings) -> tuple[int, int]:
-    """How many engines serve live streams, and the threads of each: the
-    ``stream_engines`` setting, or one per core (at most 4); the cores are
-    shared among them."""
+def cpu_cores() -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = cores or 1
+    return cores or 1
+
+
+def stream_engines(settings: Settings) -> list[int]:
+    """The engines that serve live streams, as the threads of each: the
+    ``stream_engines`` setting's count, the cores shared among them; or, by
+    default, one per core (at most 4) and a wide one with every core (at most
+    4) that takes a final when it is the only work, so that a lone stream's
+    final is not decoded on one core."""
+    cores = cpu_cores()
     count = settings.engine.stream_engines or min(4, cores)
-    return count, max(1, cores // count)
+    narrow = max(1, cores // count)
+    wide = min(4, cores)
+    extra = [wide] if not settings.engine.stream_engines and wide > narrow else []
+    return extra + [narrow] * count
 
 
 def load_engines(settings: Settings, model_path: Path | None) -> tuple[list[Engine], list[Engine]]:
@@ -97,8 +106,9 @@ def load_engines(settings: Settings, model_path: Path | None) -> tuple[list[Engi
     device (logged, with why)."""
     model = model_path or settings.engine.model  # each engine resolves a name
     on = {"device": settings.engine.device, "compute_type": settings.engine.compute_type}
-    count, threads = stream_engines(settings)
-    plan = [threads] * count + [settings.engine.threads] * settings.engine.workers
+    live = stream_engines(settings)
+    count = len(live)
+    plan = live + [settings.engine.threads] * settings.engine.workers
     engines: list[Engine] = []
     try:
         for each in plan:
@@ -136,13 +146,13 @@ async def start_worker(
         beam_size=settings.engine.beam_size,
         threads=settings.engine.threads,
     )
-    log.info("live streams: %d engines of %d threads", *stream_engines(settings))
+    log.info("live streams: engines of %s threads", "+".join(map(str, stream_engines(settings))))
     checkpoints = await adapters.checkpoints()
     if settings.listen.metrics_port:
         metrics.serve(settings.listen.metrics_port, settings.listen.host)
     bus = await adapters.bus()
     file_worker = FileWorker(bus, adapters.blobs(), files, options)
-    live_options = replace(options, threads=stream_engines(settings)[1])
+    live_options = replace(options, threads=min(stream_engines(settings)))
     streams = StreamWorker(
         bus,
         live,
@@ -150,6 +160,8 @@ async def start_worker(
         checkpoints=checkpoints,
         batch_finals=settings.engine.batch_finals,
         max_streams=settings.engine.max_streams,
+        threads=stream_engines(settings),
+        cores=cpu_cores(),
     )
     return [
         asyncio.create_task(file_worker.run(), name="worker"),

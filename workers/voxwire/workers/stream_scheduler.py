@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import cast
 
@@ -103,6 +103,8 @@ class Drained:
 
     finished: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
+    handed_off: bool = False
+    """Work was left for the other engines (wake them)."""
 
     def settled(self, sid: str) -> bool:
         return sid in self.finished or sid in self.moved
@@ -113,6 +115,8 @@ class _Slot:
     """One engine of the scheduler and what it runs now."""
 
     engine: Engine
+    threads: int = 0
+    """The cores it computes on (0: not counted)."""
     preempt: threading.Event = field(default_factory=threading.Event)
     rank: int = _IDLE
     """The rank of the item it runs (``_IDLE``: none)."""
@@ -130,14 +134,30 @@ class Scheduler:
         now: Callable[[], float] = time.monotonic,
         batch_finals: int = 1,
         preempted: Callable[[], bool] | None = None,
+        threads: Sequence[int] = (),
+        cores: int = 0,
     ) -> None:
         """``engines``: one per thread that calls :meth:`drain` at once.
         ``preempted`` replaces the scheduler's own preemption signal (polled
-        while a partial is transcribed: True drops the partial)."""
+        while a partial is transcribed: True drops the partial).
+
+        ``threads`` (one per engine) and ``cores``: engines run only while
+        the threads of those running fit in the cores. An engine with more
+        threads than the others is the wide one: it takes a final (or likely
+        final, or progress) when that is the only work and nothing runs, so
+        a lone stream gets every core; the narrow ones take the rest, and
+        every partial."""
         engines = list(engines) if isinstance(engines, Sequence) else [engines]
         if not engines:
             raise ValueError("a scheduler needs at least one engine")
-        self._slots = [_Slot(engine) for engine in engines]
+        counts = list(threads) or [0] * len(engines)
+        if len(counts) != len(engines):
+            raise ValueError("threads: one count per engine")
+        self._slots = [_Slot(engine, n) for engine, n in zip(engines, counts, strict=True)]
+        self._cores = cores
+        widest = max(counts)
+        wide = [s for s in self._slots if s.threads == widest]
+        self._wide = wide[0] if widest and len(wide) < len(self._slots) else None
         self._now = now
         batching = all(isinstance(engine, BatchEngine) for engine in engines)
         self._batch = batch_finals if batching else 1
@@ -195,13 +215,18 @@ class Scheduler:
             if isinstance(work, PartialWork):
                 abort = self._preempted or self._slots[slot].preempt.is_set
             try:
-                outcome = self._slots[slot].engine.transcribe(
-                    work.audio, session.options, abort=abort
-                )
+                engine, options = self._slots[slot].engine, self._options(session, slot)
+                outcome = engine.transcribe(work.audio, options, abort=abort)
             except Exception as exc:
                 outcome = exc
             _count(work, outcome, self._now() - started)
         session.commit(work, outcome, started)
+
+    def _options(self, session: StreamSession, slot: int) -> EngineOptions:
+        """The session's engine options on ``slot``'s threads (whisper.cpp
+        takes its threads per call)."""
+        threads = self._slots[slot].threads
+        return replace(session.options, threads=threads) if threads else session.options
 
     def run_pending(self, session: StreamSession, slot: int = 0) -> int:
         """Run the session's queued work in order, until the queue is empty
@@ -234,7 +259,7 @@ class Scheduler:
         with self._lock:
             self._settled &= live.keys()
         # a copy each time: the event loop may open and forget sessions meanwhile
-        while (claimed := self._claim(records := dict(live), slot)) is not None:
+        while (claimed := self._claim(records := dict(live), slot, out)) is not None:
             sid, work = claimed
             session = records[sid].session
             try:
@@ -260,14 +285,21 @@ class Scheduler:
             self._settled.update(out.finished, out.moved)
         return out
 
-    def _claim(self, records: Mapping[str, LiveSession], slot: int) -> tuple[str, Work] | None:
+    def _claim(
+        self, records: Mapping[str, LiveSession], slot: int, out: Drained
+    ) -> tuple[str, Work] | None:
         """The most urgent item of a session that may take one now, taken for
-        ``slot``; None when none waits."""
+        ``slot``; None when none waits, or none that ``slot`` should take
+        (``out.handed_off`` then)."""
         with self._lock:
             me = self._slots[slot]
             me.rank = _IDLE
-            partials = sum(1 for s in self._slots if s.rank == _PARTIAL_RANK)
-            partial_ok = len(self._slots) == 1 or partials + 1 < len(self._slots)
+            running = [s for s in self._slots if s.rank != _IDLE]
+            if self._cores and sum(s.threads for s in running) + me.threads > self._cores:
+                return None  # those running finish first, and claim on
+            narrow = len(self._slots) - (self._wide is not None)
+            partials = sum(1 for s in running if s.rank == _PARTIAL_RANK)
+            partial_ok = me is not self._wide and (narrow == 1 or partials + 1 < narrow)
             ranked = []
             for sid, record in records.items():
                 if sid in self._claimed or sid in self._settled:
@@ -278,6 +310,11 @@ class Scheduler:
                 if rank[0] == _PARTIAL_RANK and (not partial_ok or sid in self._partials):
                     continue
                 ranked.append((rank[0], record.served, rank[1], sid))
+            if self._wide is not None and ranked:
+                solo = not running and len(ranked) == 1 and ranked[0][0] != _PARTIAL_RANK
+                if solo != (me is self._wide):  # the wide engine alone, else the narrow ones
+                    out.handed_off = True
+                    return None
             for _, _, _, sid in sorted(ranked):
                 work = records[sid].session.take()
                 if work is None:  # closed meanwhile
@@ -315,14 +352,15 @@ class Scheduler:
         """Transcribe ``first``'s final ``work`` and the waiting finals of
         sessions no engine serves (most urgent first) in one engine call,
         those with the first one's options."""
-        options = records[first].session.options
+        options = self._options(records[first].session, slot)
         with self._lock:
             busy = self._claimed | self._partials | self._settled
             others = sorted(
                 (rank, record.served, sid)
                 for sid, record in records.items()
                 if sid not in busy and (rank := record.session.next_rank()) is not None
-                and rank[0] == _FINAL_RANK and record.session.options == options
+                and rank[0] == _FINAL_RANK
+                and self._options(record.session, slot) == options
             )[: self._batch - 1]  # fmt: skip
             self._claimed.update(sid for _, _, sid in others)
         try:

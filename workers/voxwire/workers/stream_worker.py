@@ -90,14 +90,19 @@ class StreamWorker:
         group: str = STREAM_GROUP,
         batch_finals: int = 1,
         max_streams: int = 0,
+        threads: Sequence[int] = (),
+        cores: int = 0,
     ) -> None:
         """``engines``: each transcribes one session's work at a time, on a thread
         of its own. ``batch_finals``: the finals of this many sessions at most
         in one engine call, where the engine can (1: one at a time).
         ``max_streams``: live streams held at most; a stream that starts past
-        it gets a fatal ``too_many_streams`` error (0: no limit)."""
+        it gets a fatal ``too_many_streams`` error (0: no limit). ``threads``
+        (per engine) and ``cores``: see :class:`~voxwire.workers.stream_scheduler.Scheduler`."""
         self._bus = bus
-        self._scheduler = Scheduler(engines, now=time.monotonic, batch_finals=batch_finals)
+        self._scheduler = Scheduler(
+            engines, now=time.monotonic, batch_finals=batch_finals, threads=threads, cores=cores
+        )
         self._options = options
         self._checkpoints = checkpoints or MemoryCheckpoints()
         self._vad_factory = vad_factory
@@ -337,6 +342,8 @@ class StreamWorker:
             await self._wake.wait()
             self._wake.clear()
             drained = await loop.run_in_executor(self._pool, drain, self._live, slot)
+            if drained.handed_off:
+                self._wake.set()  # the work this engine left is another's
             for sid in drained.moved:
                 self._forget(sid)
             free: list[Record] = []
