@@ -127,8 +127,9 @@ class EngineSettings(BaseModel):
         default=0,
         ge=0,
         le=32,
-        description="engine instances for live streams, each serving one stream at a time on "
-        "threads of its own; 0: one per CPU core (at most 4), the cores shared among them",
+        description="engine instances for live streams, each serving one stream at a time, "
+        "the cores shared among them; 0: one per CPU core (at most 4) and a wide one with "
+        "every core (at most 4) for a final that is the only work",
     )
     max_streams: int = Field(
         default=0,

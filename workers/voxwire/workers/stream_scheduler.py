@@ -19,6 +19,9 @@ time:
 - a partial never takes the last free engine (kept for finals); with one
   engine, a final or likely final queued while a partial is transcribed
   preempts it (:meth:`Scheduler.queued`), as it preempts its own session's;
+- engines run only while their threads fit in the cores; a wide engine (more
+  threads than the others) takes a final that is the only work while nothing
+  runs, the narrow ones everything else;
 - with ``batch_finals`` above 1 and engines that can
   (:class:`~voxwire.workers.engine.BatchEngine`), the finals waiting in
   several sessions (same engine options) share one engine call.
