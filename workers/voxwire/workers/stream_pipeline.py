@@ -76,7 +76,7 @@ from voxwire.workers.stream_intake import (
     SliceWork,
     StreamIntake,
 )
-from voxwire.workers.stream_queue import RANK, ReplayWork, Work, WorkQueue
+from voxwire.workers.stream_queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
 from voxwire.workers.transcript import TranscriptBuilder
 from voxwire.workers.vad import Vad
 from voxwire_client.api import PromptSpec, RedactMode, StreamRequest
@@ -224,9 +224,7 @@ class StreamSession:
         self._pending: tuple[Message, ...] = ()  # decided with the message being emitted
         self._likely: tuple[int, int, str] | None = None  # a likely final's (start, end, text)
         self._finished = start.finished
-        self.preempted_partials = 0
-        self.late_partials = 0  # finished after their segment's final or a newer partial
-        self._shown = (-1, -1)  # (start_ms, end_ms) of the last partial shown
+        self._partials = PartialTally()
         if resume is None:
             self._queue.put(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
         else:
@@ -281,6 +279,16 @@ class StreamSession:
     def skipped_partials(self) -> int:
         """Partials dropped unseen for a newer partial or final of their segment."""
         return self._queue.skipped_partials
+
+    @property
+    def preempted_partials(self) -> int:
+        """Partials stopped because a final needed the engine."""
+        return self._partials.preempted
+
+    @property
+    def late_partials(self) -> int:
+        """Partials dropped: they finished after their segment's final or a newer partial."""
+        return self._partials.late
 
     def lag_ms(self) -> int:
         """How far the engine is behind: the age (by the injected clock) of the
@@ -376,10 +384,10 @@ class StreamSession:
         if isinstance(work, PartialWork):
             with self._emit_lock:
                 if self._stale(work):
-                    self.late_partials += 1
+                    self._partials.late += 1
                     STREAM_PARTIALS.labels("superseded").inc()
                     return
-                self._shown = (work.start_ms, work.end_ms)
+                self._partials.shown = (work.start_ms, work.end_ms)
                 self._emit_all(self._builder.partial(work.start_ms, work.end_ms, text, latency))
         else:
             STREAM_FINALS.labels("transcribed").inc()
@@ -389,7 +397,7 @@ class StreamSession:
         """A partial that finished after its segment's final, or after a newer
         partial of its segment (a final does not wait for its session's partial)."""
         finalized = work.start_ms * SAMPLES_PER_MS < self._settled[2]
-        shown_start, shown_end = self._shown
+        shown_start, shown_end = self._partials.shown
         return finalized or (shown_start == work.start_ms and shown_end >= work.end_ms)
 
     def _keep_language(self, segments: list[Segment]) -> None:
@@ -405,7 +413,7 @@ class StreamSession:
     def _failed(self, exc: BaseException) -> None:
         """The engine raised ``exc`` for an item."""
         if isinstance(exc, TranscriptionAborted):
-            self.preempted_partials += 1
+            self._partials.preempted += 1
         elif isinstance(exc, VoxwireError):
             exc.sid = exc.sid or self.sid
             self.error(exc)

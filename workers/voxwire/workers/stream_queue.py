@@ -37,6 +37,19 @@ class ReplayWork:
 
 Work = IntakeWork | ReplayWork
 
+
+@dataclass(slots=True)
+class PartialTally:
+    """What became of a session's partials beyond those sent."""
+
+    preempted: int = 0
+    """Stopped because a final needed the engine."""
+    late: int = 0
+    """Finished after their segment's final or a newer partial, and dropped."""
+    shown: tuple[int, int] = (-1, -1)
+    """(start_ms, end_ms) of the last partial sent."""
+
+
 RANK: dict[type, int] = {
     ReplayWork: 0, ProgressWork: 0, FinalWork: 1, LikelyFinalWork: 2, PartialWork: 3,
 }  # fmt: skip

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -170,6 +171,7 @@ class Scheduler:
         self._claimed: set[str] = set()  # sessions an engine serves now, but for partials
         self._partials: set[str] = set()  # sessions whose partial an engine transcribes now
         self._settled: set[str] = set()  # sessions a drain reported finished or moved
+        self._reporting: Counter[str] = Counter()  # sessions whose errors are being emitted
         self._errors: list[tuple[StreamSession, VoxwireError, bool]] = []
         self._errors_lock = threading.Lock()
 
@@ -334,6 +336,8 @@ class Scheduler:
         with self._lock:
             if sid in self._claimed or sid in self._partials or sid in self._settled:
                 return False
+            if sid in self._reporting:
+                return False
             self._claimed.add(sid)
             return True
 
@@ -433,11 +437,20 @@ class Scheduler:
         return True
 
     def _report_errors(self, out: Drained) -> None:
-        """Emit the errors ingestion found."""
-        with self._errors_lock:
-            errors, self._errors = self._errors, []
-        for session, exc, fatal in errors:
-            try:
-                session.error(exc, fatal=fatal)
-            except SessionMoved:
-                out.moved.append(session.sid)
+        """Emit the errors ingestion found; no session is finished before its
+        errors are out."""
+        with self._lock:
+            with self._errors_lock:
+                errors, self._errors = self._errors, []
+            sids = [session.sid for session, _, _ in errors]
+            self._reporting.update(sids)
+        try:
+            for session, exc, fatal in errors:
+                try:
+                    session.error(exc, fatal=fatal)
+                except SessionMoved:
+                    out.moved.append(session.sid)
+        finally:
+            with self._lock:
+                self._reporting.subtract(sids)
+                self._reporting = +self._reporting
