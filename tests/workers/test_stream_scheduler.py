@@ -38,25 +38,41 @@ class BatchScripted(ScriptedEngine):
         return [self.transcribe(clip, options) for clip in clips]
 
 
+def make_sessions(
+    count: int,
+    scheduler: Scheduler,
+    clock: Clock,
+    *,
+    speech: tuple[int, int],
+    seconds: float,
+    partial_interval_s: float = 0,
+    ended: bool = True,
+) -> tuple[dict[str, LiveSession], dict[str, list[Message]]]:
+    """``count`` sessions fed ``seconds`` of tone with ``speech`` (ms) voiced,
+    their work queued and not run, and the messages each emits."""
+    live: dict[str, LiveSession] = {}
+    emitted: dict[str, list[Message]] = {}
+    config = StreamConfig(partial_interval_s=partial_interval_s)
+    for n in range(count):
+        out = emitted[f"s{n}"] = []
+        session = StreamSession(
+            f"s{n}", EngineOptions(), config, (), out.append,
+            vad=ScriptedVad([(*speech, 0.95)]), now=clock, on_queued=scheduler.queued,
+        )  # fmt: skip
+        for index, chunk in enumerate(chunks(tone(seconds))):
+            session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+        if ended:
+            session.end(seconds)
+        live[session.sid] = LiveSession(session, b"start", partition=0, ending=ended)
+    return live, emitted
+
+
 def sessions(
     count: int, scheduler: Scheduler, clock: Clock
 ) -> tuple[dict[str, LiveSession], dict[str, list[Message]]]:
     """``count`` sessions that have all their speech queued at once (no
     partials), and the messages each emits."""
-    live: dict[str, LiveSession] = {}
-    emitted: dict[str, list[Message]] = {}
-    config = StreamConfig(partial_interval_s=0)
-    for n in range(count):
-        out = emitted[f"s{n}"] = []
-        session = StreamSession(
-            f"s{n}", EngineOptions(), config, (), out.append, vad=ScriptedVad([(1000, 2000, 0.95)]),
-            now=clock, on_queued=scheduler.queued,
-        )  # fmt: skip
-        for index, chunk in enumerate(chunks(tone(4.0))):
-            session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
-        session.end(4.0)
-        live[session.sid] = LiveSession(session, b"start", partition=0, ending=True)
-    return live, emitted
+    return make_sessions(count, scheduler, clock, speech=(1000, 2000), seconds=4.0)
 
 
 def test_the_finals_of_several_sessions_share_one_engine_call() -> None:
@@ -125,19 +141,10 @@ def partial_sessions(
 ) -> tuple[dict[str, LiveSession], dict[str, list[Message]]]:
     """``count`` sessions that have spoken for 2.5 s and are still talking:
     each has a partial queued, no final."""
-    live: dict[str, LiveSession] = {}
-    emitted: dict[str, list[Message]] = {}
-    config = StreamConfig(partial_interval_s=2.0)
-    for n in range(count):
-        out = emitted[f"p{n}"] = []
-        session = StreamSession(
-            f"p{n}", EngineOptions(), config, (), out.append, vad=ScriptedVad([(0, 60_000, 0.95)]),
-            now=clock, on_queued=scheduler.queued,
-        )  # fmt: skip
-        for index, chunk in enumerate(chunks(tone(2.5))):
-            session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
-        live[session.sid] = LiveSession(session, b"start", partition=0)
-    return live, emitted
+    return make_sessions(
+        count, scheduler, clock, speech=(0, 60_000), seconds=2.5, partial_interval_s=2.0,
+        ended=False,
+    )  # fmt: skip
 
 
 def test_a_partial_never_takes_the_last_free_engine() -> None:

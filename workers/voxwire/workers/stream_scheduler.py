@@ -168,8 +168,7 @@ class Scheduler:
         self.batches: list[int] = []  # the size of each batched call, for tests and benchmarks
         self._preempted = preempted
         self._lock = threading.Lock()  # the claims and the slots' ranks
-        self._claimed: set[str] = set()  # sessions an engine serves now, but for partials
-        self._partials: set[str] = set()  # sessions whose partial an engine transcribes now
+        self._claimed: set[str] = set()  # sessions an engine serves now (partials: see the slots)
         self._settled: set[str] = set()  # sessions a drain reported finished or moved
         self._reporting: Counter[str] = Counter()  # sessions whose errors are being emitted
         self._errors: list[tuple[StreamSession, VoxwireError, bool]] = []
@@ -312,7 +311,7 @@ class Scheduler:
                 rank = record.session.next_rank()
                 if rank is None:
                     continue
-                if rank[0] == _PARTIAL_RANK and (not partial_ok or sid in self._partials):
+                if rank[0] == _PARTIAL_RANK and (not partial_ok or sid in self._partial_sids()):
                     continue
                 ranked.append((rank[0], record.served, rank[1], sid))
             if self._wide is not None and ranked:
@@ -326,15 +325,20 @@ class Scheduler:
                     continue
                 me.rank, me.sid = RANK[type(work)], sid
                 me.preempt.clear()
-                (self._partials if me.rank == _PARTIAL_RANK else self._claimed).add(sid)
+                if me.rank != _PARTIAL_RANK:
+                    self._claimed.add(sid)
                 records[sid].served = self._now()
                 return sid, work
             return None
 
+    def _partial_sids(self) -> set[str]:
+        """The sessions whose partial an engine transcribes now (under the lock)."""
+        return {s.sid for s in self._slots if s.rank == _PARTIAL_RANK}
+
     def _claim_end(self, sid: str) -> bool:
         """Claim an ending session for its finish; False when an engine serves it."""
         with self._lock:
-            if sid in self._claimed or sid in self._partials or sid in self._settled:
+            if sid in self._claimed or sid in self._partial_sids() or sid in self._settled:
                 return False
             if sid in self._reporting:
                 return False
@@ -345,7 +349,8 @@ class Scheduler:
         """``slot`` is done with ``sid``."""
         with self._lock:
             me = self._slots[slot]
-            (self._partials if me.rank == _PARTIAL_RANK else self._claimed).discard(sid)
+            if me.rank != _PARTIAL_RANK:
+                self._claimed.discard(sid)
             me.rank = _IDLE
 
     def _run_finals(
@@ -361,7 +366,7 @@ class Scheduler:
         those with the first one's options."""
         options = self._options(records[first].session, slot)
         with self._lock:
-            busy = self._claimed | self._partials | self._settled
+            busy = self._claimed | self._partial_sids() | self._settled
             others = sorted(
                 (rank, record.served, sid)
                 for sid, record in records.items()
