@@ -19,9 +19,10 @@ from tests.helpers import (
     joined_utterances,
     pcm16,
 )
-from voxwire.core.audio import decode
-from voxwire_client import ApiError, Client, PromptSpec, StreamRequest, pcm_chunks
-from voxwire_client.messages import Message
+from voxwire.core.audio import decode, pcm16le_to_float32
+from voxwire.core.codecs import opus_packets
+from voxwire_client import ApiError, AudioCodec, Client, PromptSpec, StreamRequest, pcm_chunks
+from voxwire_client.messages import ErrorMessage, Message
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -54,6 +55,37 @@ def test_one_final_per_utterance_with_partials_first(platform: PlatformThread) -
     print(f"stream WER {streamed:.4f}, offline WER {offline:.4f}")
     assert streamed <= offline + 0.02
     assert result.text and len(result.segments) == len(UTTERANCES)
+
+
+def test_an_opus_stream_transcribes_like_pcm_and_outlives_bad_packets(
+    platform: PlatformThread,
+) -> None:
+    """The same speech as Opus packets at 24 kbit/s (a tenth of PCM's bytes):
+    one final per utterance, WER next to the PCM stream's; a damaged packet
+    and an empty one are reported and stood in for, and the stream goes on."""
+    pcm, spans, refs = joined_utterances()
+    packets = list(opus_packets(pcm16le_to_float32(pcm), bitrate=24_000, frame_ms=60))
+    packets[40], packets[41] = b"\xff\x00not opus", b""  # in the pause after the first utterance
+    events: list[Message] = []
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        opus = client.stream(
+            packets,
+            StreamRequest(codec=AudioCodec.OPUS, frame_ms=60),
+            chunk_ms=60,
+            speed=3,
+            on_event=events.append,
+        )
+        linear = client.stream(pcm_chunks(pcm), StreamRequest(), speed=3)
+    errors = [m for m in events if isinstance(m, ErrorMessage)]
+    assert [(e.code, e.fatal) for e in errors] == [("bad_frame", False)] * 2, errors
+    assert len(opus.segments) == len(UTTERANCES), [s.text for s in opus.segments]
+    for segment, (start, end) in zip(opus.segments, spans, strict=True):
+        assert start - 500 <= segment.start_ms and segment.end_ms <= end + 500
+    opus_wer = corpus_wer(refs, [s.text for s in opus.segments])
+    pcm_wer = corpus_wer(refs, [s.text for s in linear.segments])
+    sent = sum(map(len, packets))
+    print(f"{sent} bytes of Opus, {len(pcm)} of PCM; WER {opus_wer:.3f} vs {pcm_wer:.3f}")
+    assert opus_wer <= pcm_wer + 0.02
 
 
 def _offline_wer(platform: PlatformThread, refs: list[str]) -> float:

@@ -41,6 +41,8 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {number} [min_silence_ms]
  * @property {number} [partial_interval_s]
  * @property {"off" | "mask" | "entity"} [redact]
+ * @property {"pcm16" | "opus"} [codec]  how chunks hold the audio: PCM16LE 16 kHz mono, or one Opus packet each
+ * @property {10 | 20 | 40 | 60 | 80 | 100 | 120} [frame_ms]  with opus: each packet's duration
  *
  * @typedef {object} TokenResponse  a session token for the broker (and the session routes)
  * @property {string} token     the MQTT password

@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 from voxwire_client.api import (
+    AudioCodec,
     PromptChange,
     PromptSpec,
     RedactMode,
@@ -63,6 +64,7 @@ from voxwire_client.sync import Client
 
 __all__ += [
     "AsyncClient",
+    "AudioCodec",
     "Client",
     "PromptChange",
     "PromptSpec",

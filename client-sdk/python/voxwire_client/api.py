@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from voxwire_client.messages import Message, SegmentData, SessionStatus
 from voxwire_client.topics import validate_sid
@@ -123,10 +123,24 @@ class RedactMode(StrEnum):
     ENTITY = "entity"
 
 
+class AudioCodec(StrEnum):
+    """How a live stream's chunks hold its audio: ``pcm16``, PCM16LE 16 kHz mono
+    (256 kbit/s); ``opus``, one Opus packet per chunk (RFC 6716, mono, e.g.
+    16-24 kbit/s for links that cannot carry PCM)."""
+
+    PCM16 = "pcm16"
+    OPUS = "opus"
+
+
+OPUS_FRAME_MS = (10, 20, 40, 60, 80, 100, 120)
+"""The Opus packet durations a stream may declare."""
+
+
 class StreamRequest(_Model):
-    """Start a live stream: ``POST /v1/streams``. Then publish PCM16LE 16 kHz mono
-    chunks on ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB,
-    e.g. 100 ms = 3200 bytes) and ``{"type": "end"}`` on ``audio/<sid>/control``."""
+    """Start a live stream: ``POST /v1/streams``. Then publish chunks on
+    ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB): PCM16LE
+    16 kHz mono (e.g. 100 ms = 3200 bytes), or with ``codec="opus"`` one Opus
+    packet of ``frame_ms`` each; then ``{"type": "end"}`` on ``audio/<sid>/control``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -146,6 +160,20 @@ class StreamRequest(_Model):
     redact: RedactMode | None = Field(
         default=None, description="personal data in the transcript; None: the platform's default"
     )
+    codec: AudioCodec = Field(default=AudioCodec.PCM16, description="how the chunks hold the audio")
+    frame_ms: int = Field(
+        default=20,
+        description="with codec opus: the duration of each chunk's packet, one of "
+        + ", ".join(map(str, OPUS_FRAME_MS))
+        + " ms; a packet that does not decode is replaced by this much silence",
+    )
+
+    @field_validator("frame_ms")
+    @classmethod
+    def _opus_frame(cls, frame_ms: int) -> int:
+        if frame_ms not in OPUS_FRAME_MS:
+            raise ValueError(f"frame_ms must be one of {OPUS_FRAME_MS}, not {frame_ms}")
+        return frame_ms
 
 
 class TokenRequest(_Model):

@@ -381,9 +381,10 @@ class AsyncClient:
         speed: float = 1.0,
         on_event: Callable[[Message], None] | None = None,
     ) -> Transcript:
-        """Stream PCM16LE 16 kHz mono ``chunks`` (each ``chunk_ms`` long) in real
-        time (``speed`` > 1 plays faster), then end the stream and return the
-        transcript once the last final is in."""
+        """Stream ``chunks`` in the request's codec (PCM16LE 16 kHz mono, or one
+        Opus packet each), each ``chunk_ms`` long, in real time (``speed`` > 1
+        plays faster), then end the stream and return the transcript once the
+        last final is in."""
         created = await self.start_stream(request)
         following = asyncio.create_task(self.follow(created.sid, on_event=on_event))
         while created.sid not in self.subscriptions:

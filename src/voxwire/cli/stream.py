@@ -11,9 +11,10 @@ from rich.markup import escape
 
 from voxwire.cli.common import console, fail
 from voxwire.core.audio import decode, float32_to_pcm16le
+from voxwire.core.codecs import opus_packets
 from voxwire.core.errors import VoxwireError
 from voxwire_client import AsyncClient, ClientError, StreamRequest, Transcript, pcm_chunks
-from voxwire_client.api import PromptSpec
+from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, PromptSpec
 from voxwire_client.messages import MatchMessage, Message, ProgressMessage, SegmentMessage
 
 
@@ -35,26 +36,48 @@ def stream(
     model: Annotated[
         str | None, typer.Option(help="one of the models the platform serves [its default]")
     ] = None,
+    codec: Annotated[
+        AudioCodec, typer.Option(help="pcm16 (256 kbit/s) or opus (compressed, see --bitrate)")
+    ] = AudioCodec.PCM16,
+    bitrate: Annotated[
+        int, typer.Option(help="with --codec opus: bits per second (16000-24000 suit speech)")
+    ] = 24_000,
+    frame_ms: Annotated[
+        int, typer.Option(help="with --codec opus: ms of audio per packet, one chunk each")
+    ] = 20,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
 ) -> None:
-    """Stream FILE as PCM16LE 16 kHz chunks over MQTT; print partials (…) and finals live."""
+    """Stream FILE over MQTT as a device would (PCM16LE 16 kHz chunks of 100 ms, or
+    Opus packets); print partials (…) and finals live."""
     if speed <= 0:
         fail("--speed must be positive", hint="1 is real time, 4 is four times faster")
+    if frame_ms not in OPUS_FRAME_MS:
+        fail(f"--frame-ms {frame_ms} is not an Opus frame", hint=f"use one of {OPUS_FRAME_MS}")
+    if not 6_000 <= bitrate <= 510_000:
+        fail(
+            f"--bitrate {bitrate} is outside Opus's range",
+            hint="use 6000 to 510000; 24000 suits speech",
+        )
     try:
         samples = decode(file.read_bytes()).samples
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
-    pcm = float32_to_pcm16le(samples)
+    if codec is AudioCodec.OPUS:
+        chunks, chunk_ms = list(opus_packets(samples, bitrate=bitrate, frame_ms=frame_ms)), frame_ms
+    else:
+        chunks, chunk_ms = list(pcm_chunks(float32_to_pcm16le(samples))), 100
     request = StreamRequest(
+        codec=codec,
+        frame_ms=frame_ms,
         prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
         min_silence_ms=min_silence_ms,
         language=language,
         model=model,
     )
     try:
-        result = asyncio.run(_run(pcm, request, speed, url, api_key, mqtt_url))
+        result = asyncio.run(_run(chunks, chunk_ms, request, speed, url, api_key, mqtt_url))
     except ClientError as exc:
         fail(exc.message, exc.hint)
     console.rule("transcript")
@@ -62,7 +85,8 @@ def stream(
 
 
 async def _run(
-    pcm: bytes,
+    chunks: list[bytes],
+    chunk_ms: int,
     request: StreamRequest,
     speed: float,
     url: str | None,
@@ -95,4 +119,6 @@ async def _run(
 
     async with AsyncClient(url, api_key, mqtt_url) as client:
         with status:
-            return await client.stream(pcm_chunks(pcm), request, speed=speed, on_event=on_event)
+            return await client.stream(
+                chunks, request, chunk_ms=chunk_ms, speed=speed, on_event=on_event
+            )

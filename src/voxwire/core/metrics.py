@@ -40,6 +40,11 @@ STREAM_PARTIALS = Counter(
     ["outcome"],
 )
 LIVE_STREAMS = Gauge("voxwire_live_streams", "Live streams a worker is transcribing now")
+STREAM_BAD_FRAMES = Counter(
+    "voxwire_stream_bad_frames",
+    "Live chunks that did not decode in their stream's codec (replaced by silence), by codec",
+    ["codec"],
+)
 STREAMS_REFUSED = Counter(
     "voxwire_streams_refused", "Live streams refused because the workers were full"
 )

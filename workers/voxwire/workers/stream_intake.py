@@ -16,11 +16,14 @@ work items, each holding a copy of its audio and its times:
 
 Chunks. ``chunk_seq`` counts from 0. A chunk already seen is ignored (a QoS 1
 redelivery); one that skips ahead raises :class:`ChunkOrderError` and is not
-consumed, so the intake accepts the expected chunk next. A chunk with an odd
-byte count raises :class:`~voxwire.core.errors.AudioError` and *is* consumed
-(its audio dropped: redelivery cannot fix it), so stream time counts accepted
-audio only. After :meth:`StreamIntake.end` or :meth:`StreamIntake.fail`, new
-chunks raise :class:`StreamClosedError`.
+consumed, so the intake accepts the expected chunk next. Chunks are decoded by
+the stream's :class:`~voxwire.core.codecs.ChunkDecoder` (PCM16 by default). A
+chunk the decoder refuses (PCM with an odd byte count) raises
+:class:`~voxwire.core.errors.AudioError` and *is* consumed (its audio dropped:
+redelivery cannot fix it), so stream time counts accepted audio only; a chunk
+the decoder replaces by silence (a bad Opus packet) is used, and its error is
+left for :meth:`StreamIntake.take_decode_error`. After :meth:`StreamIntake.end`
+or :meth:`StreamIntake.fail`, new chunks raise :class:`StreamClosedError`.
 
 Resuming. An intake made with ``origin_sample``, ``next_chunk`` and
 ``skip_samples`` (a :class:`~voxwire.workers.stream_pipeline.Resume` point)
@@ -35,7 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from voxwire.core.audio import SAMPLE_RATE, Audio, pcm16le_to_float32
+from voxwire.core.audio import SAMPLE_RATE, Audio
+from voxwire.core.codecs import ChunkDecoder, Pcm16Decoder
 from voxwire.core.errors import AudioError
 from voxwire.workers.endpointing import (
     EndpointConfig,
@@ -139,9 +143,11 @@ class StreamIntake:
         origin_sample: int = 0,
         next_chunk: int = 0,
         skip_samples: int = 0,
+        decoder: ChunkDecoder | None = None,
     ) -> None:
         self.sid = sid
         self._vad = vad
+        self._decoder = decoder or Pcm16Decoder()
         self._endpointer = Endpointer(endpointing, start_ms=origin_sample // SAMPLES_PER_MS)
         self._splitter = FrameSplitter(FRAME_SAMPLES, start_sample=origin_sample)
         max_seconds = 2 * endpointing.max_segment_s + 10
@@ -170,10 +176,10 @@ class StreamIntake:
         self.failed = True
 
     def push(self, chunk_seq: int, pcm: bytes, received_at: float) -> list[IntakeWork]:
-        """Take chunk ``chunk_seq`` (PCM16LE, 16 kHz mono) that arrived at
+        """Take chunk ``chunk_seq`` (in the stream's codec) that arrived at
         ``received_at``; return the work it made due. Ignores a chunk already
         seen; raises :class:`ChunkOrderError` for one out of turn,
-        :class:`AudioError` for an odd byte count and
+        :class:`AudioError` for a chunk the decoder refuses and
         :class:`StreamClosedError` after :meth:`end` or :meth:`fail`."""
         if 0 <= chunk_seq < self.next_chunk:
             return []  # a redelivery
@@ -193,7 +199,7 @@ class StreamIntake:
             )
         self.next_chunk += 1  # consumed even if refused below: redelivery cannot fix it
         try:
-            samples = pcm16le_to_float32(pcm)
+            samples = self._decoder.decode(pcm)
         except AudioError as exc:
             exc.sid = self.sid
             raise
@@ -213,6 +219,13 @@ class StreamIntake:
             self._forget_old()
         self._keep_tail(samples)
         return work
+
+    def take_decode_error(self) -> AudioError | None:
+        """The error of a chunk that was replaced by silence since the last call."""
+        error = self._decoder.take_error()
+        if error is not None:
+            error.sid = self.sid
+        return error
 
     def end(self, received_at: float) -> list[IntakeWork]:
         """End of stream (signalled at ``received_at``): close the open segment

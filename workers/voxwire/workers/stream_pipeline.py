@@ -60,6 +60,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from voxwire.core.codecs import chunk_decoder
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.core.matching import Prompt
 from voxwire.core.metrics import STREAM_FINALS, STREAM_PARTIALS
@@ -79,7 +80,7 @@ from voxwire.workers.stream_intake import (
 from voxwire.workers.stream_queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
 from voxwire.workers.transcript import TranscriptBuilder
 from voxwire.workers.vad import Vad
-from voxwire_client.api import PromptSpec, RedactMode, StreamRequest
+from voxwire_client.api import AudioCodec, PromptSpec, RedactMode, StreamRequest
 from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
 from voxwire_client.topics import validate_sid
 
@@ -103,6 +104,8 @@ class StreamConfig:
     redact: RedactMode = RedactMode.OFF
     model: str | None = None
     """The model's name, written on every segment."""
+    codec: AudioCodec = AudioCodec.PCM16  # and frame_ms: see voxwire.core.codecs
+    frame_ms: int = 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.language, str) or not _LANGUAGE.fullmatch(self.language):
@@ -216,6 +219,7 @@ class StreamSession:
             origin_sample=start.stream_sample,
             next_chunk=start.chunk,
             skip_samples=start.skip_samples,
+            decoder=chunk_decoder(config.codec, config.frame_ms),
         )
         self._queue = WorkQueue(None if on_queued is None else partial(on_queued, self.sid))
         self._emit_lock = threading.Lock()
@@ -304,6 +308,9 @@ class StreamSession:
         for the chunk rules and the errors raised)."""
         for work in self._intake.push(chunk_seq, pcm, received_at):
             self._queue.put(work)
+        error = self._intake.take_decode_error()
+        if error is not None:  # its audio was replaced by silence and is queued
+            raise error
 
     def end(self, received_at: float) -> None:
         """End of stream (signalled at ``received_at``): close the open segment.

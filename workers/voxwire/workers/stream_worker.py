@@ -6,7 +6,8 @@ end arrive in order on one partition); its records (:mod:`voxwire.wire.records`)
 - :class:`~voxwire.wire.records.StreamStart` from the gateway: the session's
   configuration; only the gateway may start a stream;
 - :class:`~voxwire.wire.records.ClientPublish` of ``audio/<sid>/chunk/<n>`` from
-  a device: PCM16LE 16 kHz mono, chunk ``n``; of ``audio/<sid>/control``:
+  a device: chunk ``n`` in the stream's codec (PCM16LE 16 kHz mono, or one Opus
+  packet: :mod:`voxwire.core.codecs`); of ``audio/<sid>/control``:
   ``{"type": "end"}``, or a change of the standing prompts
   (:class:`voxwire_client.api.PromptChange`);
 - :class:`~voxwire.wire.records.PromptUpdate` from the gateway: a change of the

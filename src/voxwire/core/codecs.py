@@ -1,0 +1,153 @@
+"""Live audio chunks in, 16 kHz float32 samples out: one decoder per stream.
+
+A stream declares its codec when it starts
+(:class:`~voxwire_client.api.StreamRequest` ``codec`` and ``frame_ms``):
+
+``pcm16``
+    Each chunk is PCM16LE 16 kHz mono (256 kbit/s). A chunk with an odd byte
+    count raises :class:`~voxwire.core.errors.AudioError`.
+``opus``
+    Each chunk is one Opus packet (RFC 6716) of ``frame_ms`` milliseconds, any
+    sample rate the encoder chose, mono: speech is intelligible from about
+    12 kbit/s and transcribes as well as PCM from about 16 kbit/s
+    (``benchmarks/bench_opus.py``). The decoder keeps its state from packet to
+    packet, as Opus requires. A packet that does not decode (empty, damaged,
+    not Opus) is a *bad frame*: it is replaced by ``frame_ms`` of silence, so
+    the times of everything after it stay the device's, and counted
+    (``voxwire_stream_bad_frames_total``). The decoder reports it through
+    :meth:`ChunkDecoder.take_error`, never by raising, so the silence is still
+    used.
+
+Decoding uses FFmpeg's Opus decoder through PyAV (the library that decodes
+uploads); :func:`opus_packets` encodes with libopus for the CLI, tests and
+benchmarks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+import av
+import numpy as np
+
+from voxwire.core.audio import SAMPLE_RATE, Audio, pcm16le_to_float32
+from voxwire.core.errors import AudioError
+from voxwire.core.metrics import STREAM_BAD_FRAMES
+from voxwire_client.api import OPUS_FRAME_MS, AudioCodec
+
+_OPUS_RATE = 48_000  # FFmpeg's Opus decoder always gives 48 kHz
+
+
+class BadFrameError(AudioError):
+    """A live chunk that does not decode in the stream's codec; its time was
+    filled with silence."""
+
+    code = "bad_frame"
+
+
+class ChunkDecoder(Protocol):
+    """Turns a stream's chunks, in order, into 16 kHz mono float32 samples."""
+
+    def decode(self, chunk: bytes) -> Audio:
+        """The samples of ``chunk``; may raise :class:`AudioError` when the chunk
+        is unusable and nothing can stand in for it."""
+        ...
+
+    def take_error(self) -> AudioError | None:
+        """The error of a chunk decoded as a stand-in since the last call, once."""
+        ...
+
+
+class Pcm16Decoder:
+    """PCM16LE 16 kHz mono chunks: stateless."""
+
+    def decode(self, chunk: bytes) -> Audio:
+        return pcm16le_to_float32(chunk)
+
+    def take_error(self) -> AudioError | None:
+        return None
+
+
+class OpusDecoder:
+    """One Opus packet per chunk, decoded with the state of the packets before it."""
+
+    def __init__(self, frame_ms: int = 20) -> None:
+        if frame_ms not in OPUS_FRAME_MS:
+            raise ValueError(f"an Opus frame of {frame_ms} ms is not one of {OPUS_FRAME_MS}")
+        self.frame_ms = frame_ms
+        self.bad_frames = 0
+        self._error: AudioError | None = None
+        self._codec = _opus_decoder()
+        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+
+    def decode(self, chunk: bytes) -> Audio:
+        if not chunk:  # an empty packet would flush FFmpeg's decoder for good
+            return self._bad(len(chunk), "it is empty")
+        try:
+            frames = self._codec.decode(av.Packet(chunk))
+            pieces = [_samples(out) for frame in frames for out in self._resampler.resample(frame)]
+        except av.FFmpegError as exc:
+            self._codec = _opus_decoder()  # a failed decoder may refuse all that follows
+            return self._bad(len(chunk), str(exc))
+        if not pieces:
+            return np.empty(0, dtype=np.float32)
+        return np.concatenate(pieces)
+
+    def take_error(self) -> AudioError | None:
+        error, self._error = self._error, None
+        return error
+
+    def _bad(self, size: int, why: str) -> Audio:
+        self.bad_frames += 1
+        STREAM_BAD_FRAMES.labels(AudioCodec.OPUS.value).inc()
+        self._error = BadFrameError(
+            f"an Opus packet of {size} bytes did not decode ({why}); "
+            f"{self.frame_ms} ms of silence stand in for it",
+            hint="send one whole Opus packet (RFC 6716) per chunk, as the encoder made it",
+        )
+        return np.zeros(self.frame_ms * SAMPLE_RATE // 1000, dtype=np.float32)
+
+
+def chunk_decoder(codec: AudioCodec, frame_ms: int = 20) -> ChunkDecoder:
+    """A fresh decoder for a stream sending ``codec`` chunks."""
+    if codec is AudioCodec.OPUS:
+        return OpusDecoder(frame_ms)
+    return Pcm16Decoder()
+
+
+def opus_packets(samples: Audio, *, bitrate: int = 24_000, frame_ms: int = 20) -> Iterator[bytes]:
+    """Encode 16 kHz mono ``samples`` as Opus packets of ``frame_ms`` (libopus,
+    VoIP mode, ``bitrate`` bits per second); the last frame is padded with silence."""
+    if frame_ms not in OPUS_FRAME_MS:
+        raise ValueError(f"an Opus frame of {frame_ms} ms is not one of {OPUS_FRAME_MS}")
+    encoder = av.CodecContext.create("libopus", "w")
+    assert isinstance(encoder, av.AudioCodecContext)
+    encoder.sample_rate = SAMPLE_RATE
+    encoder.layout = "mono"
+    encoder.format = "s16"
+    encoder.bit_rate = bitrate
+    encoder.options = {"frame_duration": str(frame_ms), "application": "voip"}
+    encoder.open()
+    step = frame_ms * SAMPLE_RATE // 1000
+    pcm = np.clip(samples * 32768.0, -32768, 32767).astype(np.int16)
+    for start in range(0, len(pcm), step):
+        block = pcm[start : start + step]
+        block = np.pad(block, (0, step - len(block)))
+        frame = av.AudioFrame.from_ndarray(block.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = SAMPLE_RATE
+        frame.pts = start
+        yield from (bytes(packet) for packet in encoder.encode(frame))
+    yield from (bytes(packet) for packet in encoder.encode(None))
+
+
+def _opus_decoder() -> av.AudioCodecContext:
+    codec = av.CodecContext.create("opus", "r")
+    assert isinstance(codec, av.AudioCodecContext)
+    codec.sample_rate = _OPUS_RATE
+    codec.layout = "mono"
+    return codec
+
+
+def _samples(frame: av.AudioFrame) -> Audio:
+    return np.asarray(frame.to_ndarray(), dtype=np.float32).reshape(-1)
