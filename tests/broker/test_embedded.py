@@ -11,10 +11,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
+import trustme
 
 from voxwire.broker.connect import parse_connect
 from voxwire.broker.embedded import EmbeddedBroker
@@ -183,6 +185,48 @@ def test_websocket_listener_on_path_mqtt(make_client: Make, running_broker: Runn
     assert (message.payload, message.retain) == (b"over websockets", True)
     anonymous = make_client("anon-ws", port=running_broker.ws_port, transport="websockets")
     assert anonymous.connect().getName() == "Not authorized"
+
+
+def test_tls_websocket_listener_takes_wss_with_the_ca_and_refuses_plain_ws(
+    tmp_path: Path,
+) -> None:
+    """With a certificate the WebSocket listener speaks only TLS (wss://): a
+    client that trusts the issuing CA gets in and receives, one without TLS
+    does not get a CONNACK."""
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    cert, key, ca_file = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    leaf.private_key_pem.write_to_path(str(key))
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    ca.cert_pem.write_to_path(str(ca_file))
+    thread = BrokerThread()
+    broker = EmbeddedBroker(
+        DictAuthenticator(USERS), PrefixAuthorizer(), tcp_port=0, ws_port=0, ws_tls=(cert, key)
+    )
+    thread.call(broker.start())
+    clients: list[PahoClient] = []
+    try:
+        assert broker.ws_url == f"wss://127.0.0.1:{broker.ws_port}/mqtt"
+        port = broker.ws_port
+        assert port is not None
+        service = PahoClient(broker.tcp_port, "svc-tls", "service", "service-pw")
+        browser = PahoClient(port, "alice-wss", "alice", "alice-pw", transport="websockets")
+        browser.client.tls_set(ca_certs=str(ca_file))
+        plain = PahoClient(port, "alice-ws", "alice", "alice-pw", transport="websockets")
+        clients += [service, browser, plain]
+        assert not service.connect().is_failure
+        service.publish("transcription/a1/result", b"over wss", retain=True)
+        assert not browser.connect().is_failure
+        assert browser.subscribe("transcription/a1/+") == [1]
+        message = browser.next_message()
+        assert message is not None and message.payload == b"over wss"
+        with pytest.raises(paho.WebsocketConnectionError):
+            plain.connect(timeout=3)
+    finally:
+        for client in clients:
+            client.close()
+        thread.call(broker.stop())
+        thread.close()
 
 
 def test_port_zero_binds_free_ports_and_reports_urls(running_broker: RunningBroker) -> None:

@@ -1,8 +1,15 @@
 """A real browser (Debian's headless Chromium, driven by Playwright) against the
-embedded platform, with screenshots of each step kept as test artifacts."""
+embedded platform, with screenshots of each step kept as test artifacts.
+
+``wss_platform`` is the same platform with its broker's WebSocket listener on
+TLS (a certificate from a test CA made by trustme); the browser trusts that
+certificate by its public key (``--ignore-certificate-errors-spki-list``), as
+a browser trusts a real one by its CA."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import shutil
 import wave
 from collections.abc import Iterator
@@ -10,6 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from tests.helpers import PlatformThread, joined_utterances
@@ -36,6 +46,43 @@ def web_platform(
 
 
 @pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 from a test CA, and its key (PEM files)."""
+    leaf = trustme.CA().issue_cert("127.0.0.1", "localhost")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def wss_platform(
+    tmp_path_factory: pytest.TempPathFactory, model_path: Path, tls_files: tuple[Path, Path]
+) -> Iterator[PlatformThread]:
+    cert, key = tls_files
+    settings = Settings(
+        http_port=0,
+        mqtt_port=0,
+        ws_port=0,
+        ws_tls_cert=cert,
+        ws_tls_key=key,
+        data_dir=tmp_path_factory.mktemp("web-wss"),
+        max_audio_s=120,
+    )
+    running = PlatformThread(settings, None).start()
+    yield running
+    running.stop()
+
+
+def _spki_sha256(cert: Path) -> str:
+    """The base64 SHA-256 of a certificate's public key, as Chromium pins it."""
+    public = x509.load_pem_x509_certificate(cert.read_bytes()).public_key()
+    der = public.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+@pytest.fixture(scope="module")
 def microphone_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """What the fake microphone says: the streaming utterances, with silence
     around them (16 kHz mono WAV), and their references."""
@@ -51,7 +98,9 @@ def microphone_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, lis
 
 
 @pytest.fixture(scope="module")
-def browser(microphone_file: tuple[Path, list[str]]) -> Iterator[Browser]:
+def browser(
+    microphone_file: tuple[Path, list[str]], tls_files: tuple[Path, Path]
+) -> Iterator[Browser]:
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.fail("no chromium: install it with `scripts/services.sh browser`")
@@ -65,6 +114,7 @@ def browser(microphone_file: tuple[Path, list[str]]) -> Iterator[Browser]:
                 "--use-fake-device-for-media-stream",
                 f"--use-file-for-fake-audio-capture={path}%noloop",
                 "--autoplay-policy=no-user-gesture-required",
+                f"--ignore-certificate-errors-spki-list={_spki_sha256(tls_files[0])}",
             ],
         )
         yield launched

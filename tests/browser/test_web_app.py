@@ -87,12 +87,19 @@ def test_upload_shows_transcript_and_a_match_that_seeks_the_player(
     steps.shot(page, "match-clicked")
 
 
+@pytest.mark.parametrize("transport", ["ws", "wss"])
 def test_live_microphone_gives_partials_then_finals_within_the_stream_bound(
     context: BrowserContext,
-    web_platform: PlatformThread,
     microphone_file: tuple[Path, list[str]],
     steps: Steps,
+    transport: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """Over ws:// as `make run` serves it, and over wss:// (TLS WebSockets)."""
+    web_platform: PlatformThread = request.getfixturevalue(
+        "web_platform" if transport == "ws" else "wss_platform"
+    )
+    assert web_platform.platform.settings.broker_urls[1].startswith(f"{transport}://")
     _path, refs = microphone_file
     page = open_app(context, web_platform, web_platform.api_key)
     page.click("#tabs button[data-tab=live]")

@@ -144,4 +144,17 @@ def test_each_settings_group_has_at_most_15_fields() -> None:
 def test_every_flat_name_is_one_setting() -> None:
     top = [name for name in Settings.model_fields if name not in GROUPS]
     assert not set(top) & set(FLAT_NAMES)
-    assert len(top) + len(FLAT_NAMES) == 50
+    assert len(top) + len(FLAT_NAMES) == 52
+
+
+def test_a_tls_websocket_listener_needs_both_files_and_gives_wss(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("certificate")
+    key.write_text("key")
+    settings = Settings(ws_tls_cert=cert, ws_tls_key=key, ws_port=8443)
+    assert settings.broker_urls[1] == "wss://127.0.0.1:8443/mqtt"
+    assert Settings().broker_urls[1].startswith("ws://")
+    with pytest.raises(ConfigError, match="go together"):
+        Settings(ws_tls_cert=cert)
+    with pytest.raises(ConfigError, match="does not exist"):
+        Settings(ws_tls_cert=cert, ws_tls_key=tmp_path / "missing.pem")

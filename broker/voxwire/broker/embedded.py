@@ -38,6 +38,7 @@ import contextlib
 import logging
 import ssl
 from functools import partial
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -115,6 +116,8 @@ class _Broker(RetainedBroker):
                 listener_name, listener_type, address, port, ssl_context
             )
             return server
+        if ssl_context is not None:  # amqtt asks for client certificates: browsers cancel then
+            ssl_context.verify_mode = ssl.CERT_NONE
         # as amqtt does it, plus a logger of our own (amqtt logs through "websockets.server")
         return await websockets_serve(
             partial(self.ws_connected, listener_name=listener_name),
@@ -203,7 +206,8 @@ class EmbeddedBroker:
     """An in-process MQTT 3.1.1 broker (TCP and WebSocket) with voxwire's access rules.
 
     Port 0 binds a free port; read the result from :attr:`tcp_port` / :attr:`ws_port`
-    after :meth:`start`. ``ws_port=None`` disables the WebSocket listener.
+    after :meth:`start`. ``ws_port=None`` disables the WebSocket listener;
+    ``ws_tls`` (PEM certificate chain, PEM key) makes it a TLS one (``wss://``).
     """
 
     def __init__(
@@ -214,6 +218,7 @@ class EmbeddedBroker:
         host: str = "127.0.0.1",
         tcp_port: int = 1883,
         ws_port: int | None = 8083,
+        ws_tls: tuple[Path, Path] | None = None,
         session_expiry_s: int | None = 24 * 3600,
         connect_timeout_s: float = 10.0,
         quiet_logs: bool = True,
@@ -221,6 +226,7 @@ class EmbeddedBroker:
         self.host = host
         self._gate = AccessGate(authenticator, authorizer)
         self._ports: dict[str, int | None] = {"default": tcp_port, "ws": ws_port}
+        self._ws_tls = ws_tls
         self._session_expiry_s = session_expiry_s
         self._connect_timeout_s = connect_timeout_s
         self._quiet_logs = quiet_logs
@@ -255,7 +261,8 @@ class EmbeddedBroker:
     @property
     def ws_url(self) -> str | None:
         port = self.ws_port
-        return None if port is None else f"ws://{_bind(self.host, port)}/mqtt"
+        scheme = "ws" if self._ws_tls is None else "wss"
+        return None if port is None else f"{scheme}://{_bind(self.host, port)}/mqtt"
 
     def _amqtt_config(self) -> dict[str, Any]:
         listeners: dict[str, Any] = {}
@@ -263,6 +270,9 @@ class EmbeddedBroker:
             if port is not None:
                 kind = "tcp" if name == "default" else "ws"
                 listeners[name] = {"type": kind, "bind": _bind(self.host, port)}
+                if kind == "ws" and self._ws_tls is not None:
+                    cert, key = self._ws_tls
+                    listeners[name] |= {"ssl": True, "certfile": str(cert), "keyfile": str(key)}
         plugins = {
             _plugin_path(AuthPlugin): {"gate": self._gate},
             _plugin_path(TopicPlugin): {"gate": self._gate},

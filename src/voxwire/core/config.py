@@ -9,7 +9,8 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
 :func:`load_settings` and ``Settings(...)``; in code they are grouped::
 
     Settings     mode, bus, store, search, broker, data_dir, namespace, and:
-    .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port
+    .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port,
+                 ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
                  stream_engines, max_streams, batch_finals, device, compute_type
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
@@ -32,6 +33,7 @@ set explicitly wins over the preset::
 Refused combinations (:class:`~voxwire.core.errors.ConfigError`, with a hint):
 
 - ``broker=external`` with an ``mqtt_url`` that is not ``mqtt://`` or ``mqtts://``.
+- ``ws_tls_cert`` without ``ws_tls_key`` or the other way round, or either file missing.
 
 A process that runs only some roles has more rules (``voxwire.platform``).
 """
@@ -102,10 +104,31 @@ class ListenSettings(BaseModel):
     metrics_port: int | None = Field(
         default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"
     )
+    ws_tls_cert: Path | None = Field(
+        default=None,
+        description="PEM certificate (chain) of the embedded broker's WebSocket listener: "
+        "browsers then connect with wss://",
+    )
+    ws_tls_key: Path | None = Field(default=None, description="the PEM private key of ws_tls_cert")
 
     @property
     def advertised_host(self) -> str:
         return self.public_host or self.host
+
+    @model_validator(mode="after")
+    def _both_tls_files(self) -> ListenSettings:
+        if (self.ws_tls_cert is None) != (self.ws_tls_key is None):
+            raise ConfigError(
+                "ws_tls_cert and ws_tls_key go together",
+                hint="set both (PEM files) for wss://, or neither for ws://",
+            )
+        for path in (self.ws_tls_cert, self.ws_tls_key):
+            if path is not None and not path.is_file():
+                raise ConfigError(
+                    f"the TLS file {path} does not exist",
+                    hint="set VOXWIRE_WS_TLS_CERT and VOXWIRE_WS_TLS_KEY to readable PEM files",
+                )
+        return self
 
 
 class EngineSettings(BaseModel):
@@ -355,7 +378,8 @@ class Settings(BaseModel):
         if self.broker == "external":
             return self.servers.mqtt_url, self.servers.ws_url
         host = self.listen.advertised_host
-        return f"mqtt://{host}:{self.listen.mqtt_port}", f"ws://{host}:{self.listen.ws_port}/mqtt"
+        ws = "ws" if self.listen.ws_tls_cert is None else "wss"
+        return f"mqtt://{host}:{self.listen.mqtt_port}", f"{ws}://{host}:{self.listen.ws_port}/mqtt"
 
     @property
     def db_path(self) -> Path:

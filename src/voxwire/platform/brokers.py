@@ -24,6 +24,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from voxwire.access.control import AccessControl, NoAccessSync
@@ -100,7 +101,13 @@ def embedded_broker(
         host=settings.listen.host,
         tcp_port=settings.listen.mqtt_port,
         ws_port=settings.listen.ws_port,
+        ws_tls=_ws_tls(settings),
     )
+
+
+def _ws_tls(settings: Settings) -> tuple[Path, Path] | None:
+    cert, key = settings.listen.ws_tls_cert, settings.listen.ws_tls_key
+    return None if cert is None or key is None else (cert, key)
 
 
 @contextlib.asynccontextmanager
