@@ -8,7 +8,8 @@ prints the corpus WER of each, the difference to PCM in points, the kbit/s
 sent and the time to decode the chunks per audio second.
 
     .venv/bin/python benchmarks/bench_opus.py [--bitrates 12000,16000,24000]
-        [--frame-ms 20] [--engine faster-whisper] [--model tiny.en] [--limit N]
+        [--frame-ms 20] [--application voip] [--engine faster-whisper] [--model tiny.en]
+        [--limit N]
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bitrates", default="12000,16000,24000")
     parser.add_argument("--frame-ms", type=int, default=20)
+    parser.add_argument("--application", default="voip", help="libopus mode: voip or audio")
     parser.add_argument("--engine", default="faster-whisper")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--limit", type=int, default=None)
@@ -92,7 +94,14 @@ def main() -> None:
     pcm = [list(pcm_chunks(float32_to_pcm16le(a))) for a in audios]
     baseline = row("pcm16", AudioCodec.PCM16, pcm, 100)
     for bitrate in (int(b) for b in args.bitrates.split(",")):
-        opus = [list(opus_packets(a, bitrate=bitrate, frame_ms=args.frame_ms)) for a in audios]
+        opus = [
+            list(
+                opus_packets(
+                    a, bitrate=bitrate, frame_ms=args.frame_ms, application=args.application
+                )
+            )
+            for a in audios
+        ]
         row(f"opus {bitrate // 1000}k/{args.frame_ms}ms", AudioCodec.OPUS, opus, args.frame_ms)
     engine.close()
 

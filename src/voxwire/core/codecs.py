@@ -116,9 +116,12 @@ def chunk_decoder(codec: AudioCodec, frame_ms: int = 20) -> ChunkDecoder:
     return Pcm16Decoder()
 
 
-def opus_packets(samples: Audio, *, bitrate: int = 24_000, frame_ms: int = 20) -> Iterator[bytes]:
+def opus_packets(
+    samples: Audio, *, bitrate: int = 24_000, frame_ms: int = 20, application: str = "voip"
+) -> Iterator[bytes]:
     """Encode 16 kHz mono ``samples`` as Opus packets of ``frame_ms`` (libopus,
-    VoIP mode, ``bitrate`` bits per second); the last frame is padded with silence."""
+    ``bitrate`` bits per second, ``application`` voip, audio or lowdelay); the
+    last frame is padded with silence."""
     if frame_ms not in OPUS_FRAME_MS:
         raise ValueError(f"an Opus frame of {frame_ms} ms is not one of {OPUS_FRAME_MS}")
     encoder = av.CodecContext.create("libopus", "w")
@@ -127,7 +130,7 @@ def opus_packets(samples: Audio, *, bitrate: int = 24_000, frame_ms: int = 20) -
     encoder.layout = "mono"
     encoder.format = "s16"
     encoder.bit_rate = bitrate
-    encoder.options = {"frame_duration": str(frame_ms), "application": "voip"}
+    encoder.options = {"frame_duration": str(frame_ms), "application": application}
     encoder.open()
     step = frame_ms * SAMPLE_RATE // 1000
     pcm = np.clip(samples * 32768.0, -32768, 32767).astype(np.int16)
