@@ -51,11 +51,14 @@ from typing import Any
 
 from voxwire.core.metrics import REDACTIONS
 from voxwire.core.normalization import normalize
+from voxwire.core.number_runs import Tail, personal_runs, tail_of
 from voxwire_client.api import RedactMode
 
 MIN_SCORE = 0.4
 CONTEXT_BOOST = 0.35  # presidio's default context similarity factor
 CONTEXT_WORDS_BEFORE = 6
+CONTEXT_SCORE = 0.85  # a number in a context: below a recognizer's validated find
+NO_TAIL = Tail()
 
 _STREET_TYPES = (
     "street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|place|pl|"
@@ -101,9 +104,22 @@ class Redactor:
         self._recognizers = _recognizers()
         self._min_score = min_score
 
-    def find(self, text: str, *, partial: bool = False) -> list[Finding]:
-        """What is personal in ``text``, spans merged where they overlap."""
+    def find(
+        self,
+        text: str,
+        *,
+        partial: bool = False,
+        numbers: bool = False,
+        before: Tail = NO_TAIL,
+    ) -> list[Finding]:
+        """What is personal in ``text``, spans merged where they overlap:
+        ``before`` is what the session's previous final ended with
+        (:meth:`tail`); ``numbers`` adds every number of four digits or more."""
         found = self._analyze(text, None)
+        found += [
+            Finding(s.entity, s.start, s.end, CONTEXT_SCORE if s.entity != "NUMBER" else 0.0)
+            for s in personal_runs(text, before, numbers=numbers, partial=partial)
+        ]
         pieces = _spoken_view(text)
         view = "".join(p.text for p in pieces)
         if view != text:
@@ -116,12 +132,17 @@ class Redactor:
             ]
         return _merge(found)
 
-    def redact(self, text: str, mode: RedactMode, *, partial: bool = False) -> str:
-        """``text`` with what :meth:`find` finds masked or replaced (``mode``);
-        counts what a final had redacted (:data:`voxwire.core.metrics.REDACTIONS`)."""
+    def redact(
+        self, text: str, mode: RedactMode, *, partial: bool = False, before: Tail = NO_TAIL
+    ) -> str:
+        """``text`` with what :meth:`find` finds masked or replaced (``mode``),
+        after a final that ended with ``before``; counts what a final had
+        redacted (:data:`voxwire.core.metrics.REDACTIONS`)."""
         if mode is RedactMode.OFF or not text:
             return text
-        findings = self.find(text, partial=partial)
+        findings = self.find(
+            text, partial=partial, numbers=mode is RedactMode.NUMBERS, before=before
+        )
         out, pos = [], 0
         for f in findings:
             out.append(text[pos : f.start])
@@ -135,6 +156,12 @@ class Redactor:
                 REDACTIONS.labels(f.entity).inc()
         out.append(text[pos:])
         return "".join(out)
+
+    @staticmethod
+    def tail(text: str, before: Tail = NO_TAIL) -> Tail:
+        """What the final ``text`` hands to the session's next final (it
+        followed one that ended with ``before``)."""
+        return tail_of(text, before)
 
     def _analyze(self, view: str, pieces: Sequence[_Piece] | None) -> list[Finding]:
         """Findings in ``view``, mapped back through ``pieces`` (None: ``view``

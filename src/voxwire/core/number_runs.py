@@ -1,0 +1,221 @@
+"""Numbers as speech recognition writes them, and the words around them that
+make them personal. Pure code, no I/O; :mod:`voxwire.core.redaction` uses it.
+
+A *run* is a number however it came out of the engine: ``4111 1111``,
+``4,111,111,111,111,111,111``, ``4-1-1-1``, ``forty one eleven``, ``four one one
+one``, ``fifty five oh zero``, mixed, one number or several separated only by
+spaces and punctuation. Its size is the count of digits it stands for ("oh"
+and a "for", "to", "won" or "ate" heard before a digit count as one), whatever
+its check digits say: recognition drops, adds and regroups digits.
+
+A run is personal when a context word is near it, before (up to
+:data:`WORDS_BEFORE` words) or after (up to :data:`WORDS_AFTER`), the nearest
+deciding, and it has at least the digits of its context, fewer than the real
+numbers have so that a digit missing still counts:
+
+==================  ===============================================  ======
+CREDIT_CARD         card, credit, debit, visa, mastercard, amex        12
+US_SSN              social (security), SSN                              7
+ACCOUNT_NUMBER      account, IBAN, routing, bank, sort (code)           6
+PHONE_NUMBER        phone, call, mobile, cell, telephone, fax, ...      6
+NUMBER              number, digits (when none of the above is near)     6
+==================  ===============================================  ======
+
+A session's finals are cut wherever the speaker paused, so a number can be split
+over two of them ("my card number is 4111 1111" | "1111 1111"). :class:`Tail`
+carries what a final ended with to the next: its last words (the context) and
+the digits of a run at its very end. A run at the end of a final in a context
+is personal from two digits on (it may go on in the next final); a run at the
+start of the next one continues it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from voxwire.core.normalization import Token, normalize
+
+__all__ = ["MIN_DIGITS", "Run", "Span", "Tail", "personal_runs", "runs", "tail_of"]
+
+WORDS_BEFORE = 6
+WORDS_AFTER = 4
+NUMBERS_MIN_DIGITS = 4
+"""The ``numbers`` policy: every run of at least this many digits."""
+TAIL_MIN_DIGITS = 2
+"""A run that ends a final in a context is personal from this many digits on."""
+
+CONTEXT_WORDS = {
+    "CREDIT_CARD": ("card", "cards", "credit", "debit", "visa", "mastercard", "amex"),
+    "US_SSN": ("social", "ssn"),
+    "ACCOUNT_NUMBER": ("account", "accounts", "iban", "routing", "bank", "sort", "acct"),
+    "PHONE_NUMBER": (
+        "phone", "call", "calling", "mobile", "cell", "telephone", "fax", "dial", "reach",
+        "text", "extension", "whatsapp",
+    ),
+    "NUMBER": ("number", "numbers", "digits"),
+}  # fmt: skip
+MIN_DIGITS = {"CREDIT_CARD": 12, "US_SSN": 7, "ACCOUNT_NUMBER": 6, "PHONE_NUMBER": 6, "NUMBER": 6}
+_ENTITY_OF = {word: entity for entity, words in CONTEXT_WORDS.items() for word in words}
+
+_ZERO = frozenset({"oh", "o"})  # a digit when next to one
+_SOUNDALIKE = frozenset({"for", "to", "too", "won", "ate", "double", "triple"})  # before a digit
+_GAP = re.compile(r"[\s,.\-–—/()+:;#*]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A number at ``[start, end)`` of a text, standing for ``digits`` digits."""
+
+    start: int
+    end: int
+    digits: int
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A personal number at ``[start, end)``, of ``entity`` (a context's, or
+    ``NUMBER`` under the numbers policy)."""
+
+    entity: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """What a final ended with, for the next final of the session: its last
+    words (lower case, at most :data:`WORDS_BEFORE`) and the digits of the run
+    it ended with (0: it did not end with a number)."""
+
+    words: tuple[str, ...] = ()
+    digits: int = 0
+
+
+def runs(text: str) -> list[Run]:
+    """The numbers of ``text``, in order."""
+    tokens = normalize(text)
+    found: list[Run] = []
+    group: list[tuple[int, int, int]] = []  # (start, end, digits); digits -1: a soundalike
+    for n, token in enumerate(tokens):
+        digits = _digits(token.text, tokens[n - 1].text if n else "", _next(tokens, n))
+        joined = bool(group) and _GAP.fullmatch(text[group[-1][1] : token.start]) is not None
+        if digits and joined:
+            group.append((token.start, token.end, digits))
+            continue
+        found += _close(group)
+        group = [(token.start, token.end, digits)] if digits else []
+    return found + _close(group)
+
+
+def personal_runs(
+    text: str, before: Tail = Tail(), *, numbers: bool = False, partial: bool = False
+) -> list[Span]:
+    """The runs of ``text`` that are personal, after a final that ended with
+    ``before``: in a context with the digits it wants; at the end, in a context,
+    from :data:`TAIL_MIN_DIGITS`; continuing ``before``'s run. ``numbers``: every
+    run of :data:`NUMBERS_MIN_DIGITS` or more too. ``partial`` (an unfinished
+    text): every run in a context, and every run under ``numbers``, whatever its size."""
+    found = []
+    for run, entity, carried, at_end in _situated(text, before):
+        total = run.digits + carried
+        if entity is not None and (
+            total >= MIN_DIGITS[entity]
+            or carried
+            or partial
+            or (at_end and run.digits >= TAIL_MIN_DIGITS)
+        ):
+            found.append(Span(entity, run.start, run.end))
+        elif numbers and (
+            total >= NUMBERS_MIN_DIGITS
+            or carried
+            or partial
+            or (at_end and run.digits >= TAIL_MIN_DIGITS)
+        ):
+            found.append(Span("NUMBER", run.start, run.end))
+    return found
+
+
+def tail_of(text: str, before: Tail = Tail()) -> Tail:
+    """What the final ``text`` (after one that ended with ``before``) hands to the next."""
+    situated = _situated(text, before)
+    digits = 0
+    if situated and situated[-1][3]:
+        run, _entity, carried, _at_end = situated[-1]
+        digits = run.digits + carried
+    words = _words(text, [s[0] for s in situated])
+    context = (*before.words, *(w for _, w in words))
+    return Tail(tuple(context[-WORDS_BEFORE:]), digits)
+
+
+def _digits(word: str, previous: str, following: str) -> int:
+    """How many digits ``word`` stands for; -1 for a soundalike of one."""
+    count = sum(c.isdigit() for c in word)
+    if count:
+        return count
+    lower = word.lower()
+    if lower in _ZERO and (_has_digit(previous) or _has_digit(following)):
+        return 1
+    if lower in _SOUNDALIKE and _has_digit(following):
+        return -1
+    return 0
+
+
+def _has_digit(word: str) -> bool:
+    return any(c.isdigit() for c in word) or word.lower() in _ZERO
+
+
+def _next(tokens: Sequence[Token], n: int) -> str:
+    return tokens[n + 1].text if n + 1 < len(tokens) else ""
+
+
+def _close(group: list[tuple[int, int, int]]) -> list[Run]:
+    """A run of ``group``, without soundalikes at its end; none without a digit."""
+    while group and group[-1][2] < 0:
+        group = group[:-1]
+    if not any(d > 0 for _, _, d in group):
+        return []
+    return [Run(group[0][0], group[-1][1], sum(abs(d) for _, _, d in group))]
+
+
+def _words(text: str, found: list[Run]) -> list[tuple[int, str]]:
+    """The words of ``text`` outside its runs, lower case, with where they start."""
+    return [
+        (m.start(), m.group().lower())
+        for m in re.finditer(r"[^\W\d_]+", text)
+        if not any(r.start <= m.start() < r.end for r in found)
+    ]
+
+
+def _situated(text: str, before: Tail) -> list[tuple[Run, str | None, int, bool]]:
+    """Each run with its context (entity), the digits it continues from
+    ``before`` and whether it ends ``text``."""
+    found = runs(text)
+    words = _words(text, found)
+    situated = []
+    for n, run in enumerate(found):
+        preceding = [w for pos, w in words if pos < run.start]
+        leading = n == 0 and not preceding
+        preceding = [*before.words, *preceding]
+        following = [w for pos, w in words if pos >= run.end][:WORDS_AFTER]
+        entity = _context(preceding[-WORDS_BEFORE:], following)
+        carried = before.digits if leading else 0
+        at_end = not re.search(r"\w", text[run.end :])
+        situated.append((run, entity, carried, at_end))
+    return situated
+
+
+def _context(preceding: list[str], following: list[str]) -> str | None:
+    """The entity of the context word nearest to a run; specific words before ``number``."""
+    nearest: list[tuple[int, str]] = []
+    for distance, word in enumerate(reversed(preceding)):
+        if word in _ENTITY_OF:
+            nearest.append((distance, _ENTITY_OF[word]))
+    for distance, word in enumerate(following):
+        if word in _ENTITY_OF:
+            nearest.append((distance, _ENTITY_OF[word]))
+    specific = sorted(n for n in nearest if n[1] != "NUMBER")
+    if specific:
+        return specific[0][1]
+    return "NUMBER" if nearest else None
