@@ -40,7 +40,7 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {PromptSpec[]} [prompts]
  * @property {number} [min_silence_ms]
  * @property {number} [partial_interval_s]
- * @property {"off" | "mask" | "entity"} [redact]
+ * @property {"off" | "mask" | "entity" | "numbers"} [redact]
  *
  * @typedef {object} TokenResponse  a session token for the broker (and the session routes)
  * @property {string} token     the MQTT password
@@ -121,7 +121,7 @@ export class Gateway {
   /**
    * Upload an audio file (WAV, FLAC, MP3, OGG/Opus, M4A) and start transcribing it.
    * @param {Blob} file
-   * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity",
+   * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity" | "numbers",
    *   language?: string, model?: string, filename?: string}} [options]
    * @returns {Promise<SessionCreated>}
    */
