@@ -8,17 +8,21 @@ spaces and punctuation. Its size is the count of digits it stands for ("oh"
 and a "for", "to", "won" or "ate" heard before a digit count as one), whatever
 its check digits say: recognition drops, adds and regroups digits.
 
-A run is personal when a context word is near it, before (up to
+A run is personal anywhere when it is said the way no quantity is: at least
+:data:`ONE_BY_ONE` digits one by one ("two one nine oh nine nine ...",
+"5 5 0 0 0 ...") or :data:`LONG_RUN` digits in all (the engine sometimes
+writes a card number as ``6,111,000,000,...``); it is then a ``NUMBER``.
+Otherwise it is personal when a context word is near it, before (up to
 :data:`WORDS_BEFORE` words) or after (up to :data:`WORDS_AFTER`), the nearest
 deciding, and it has at least the digits of its context, fewer than the real
 numbers have so that a digit missing still counts:
 
 ==================  ===============================================  ======
-CREDIT_CARD         card, credit, debit, visa, mastercard, amex        12
+CREDIT_CARD         card, credit, debit, visa, mastercard, amex         8
 US_SSN              social (security), SSN                              7
 ACCOUNT_NUMBER      account, IBAN, routing, bank, sort (code)           6
 PHONE_NUMBER        phone, call, mobile, cell, telephone, fax, ...      6
-NUMBER              number, digits (when none of the above is near)     6
+NUMBER              my/your/... number, digits (none of the above)      6
 ==================  ===============================================  ======
 
 A session's finals are cut wherever the speaker paused, so a number can be split
@@ -45,6 +49,11 @@ NUMBERS_MIN_DIGITS = 4
 """The ``numbers`` policy: every run of at least this many digits."""
 TAIL_MIN_DIGITS = 2
 """A run that ends a final in a context is personal from this many digits on."""
+LONG_RUN = 20
+ONE_BY_ONE = 8
+BRIDGE_WORDS = 3
+"""Runs in one context with at most this many words between them count as one
+number (the words were digits misheard: "6011, nearly 09, 9013")."""
 
 CONTEXT_WORDS = {
     "CREDIT_CARD": ("card", "cards", "credit", "debit", "visa", "mastercard", "amex"),
@@ -56,9 +65,10 @@ CONTEXT_WORDS = {
     ),
     "NUMBER": ("number", "numbers", "digits"),
 }  # fmt: skip
-MIN_DIGITS = {"CREDIT_CARD": 12, "US_SSN": 7, "ACCOUNT_NUMBER": 6, "PHONE_NUMBER": 6, "NUMBER": 6}
+MIN_DIGITS = {"CREDIT_CARD": 8, "US_SSN": 7, "ACCOUNT_NUMBER": 6, "PHONE_NUMBER": 6, "NUMBER": 6}
 _ENTITY_OF = {word: entity for entity, words in CONTEXT_WORDS.items() for word in words}
 
+_POSSESSIVE = frozenset({"my", "your", "his", "her", "our", "their"})
 _ZERO = frozenset({"oh", "o"})  # a digit when next to one
 _SOUNDALIKE = frozenset({"for", "to", "too", "won", "ate", "double", "triple"})  # before a digit
 _GAP = re.compile(r"[\s,.\-–—/()+:;#*]*")
@@ -71,6 +81,8 @@ class Run:
     start: int
     end: int
     digits: int
+    single_digits: int = 0
+    """How many of its digits were said (or written) one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,36 +129,44 @@ def personal_runs(
     from :data:`TAIL_MIN_DIGITS`; continuing ``before``'s run. ``numbers``: every
     run of :data:`NUMBERS_MIN_DIGITS` or more too. ``partial`` (an unfinished
     text): every run in a context, and every run under ``numbers``, whatever its size."""
-    found = []
-    for run, entity, carried, at_end in _situated(text, before):
-        total = run.digits + carried
-        if entity is not None and (
-            total >= MIN_DIGITS[entity]
-            or carried
+    found: list[Span] = []
+    for s in _situated(text, before):
+        if s.entity is not None and (
+            s.digits >= MIN_DIGITS[s.entity]
+            or s.carried
             or partial
-            or (at_end and run.digits >= TAIL_MIN_DIGITS)
+            or (s.at_end and s.digits >= TAIL_MIN_DIGITS)
         ):
-            found.append(Span(entity, run.start, run.end))
-        elif numbers and (
-            total >= NUMBERS_MIN_DIGITS
-            or carried
-            or partial
-            or (at_end and run.digits >= TAIL_MIN_DIGITS)
+            start = s.run.start
+            if s.cluster_start < s.run.start and found and found[-1].start == s.cluster_start:
+                start = found.pop().start  # the words between were misheard digits
+            found.append(Span(s.entity, start, s.run.end))
+        elif _said_as_an_identifier(s.run) or (
+            numbers
+            and (
+                s.run.digits >= NUMBERS_MIN_DIGITS
+                or s.carried
+                or partial
+                or (s.at_end and s.run.digits >= TAIL_MIN_DIGITS)
+            )
         ):
-            found.append(Span("NUMBER", run.start, run.end))
+            found.append(Span("NUMBER", s.run.start, s.run.end))
     return found
 
 
 def tail_of(text: str, before: Tail = Tail()) -> Tail:
     """What the final ``text`` (after one that ended with ``before``) hands to the next."""
     situated = _situated(text, before)
-    digits = 0
-    if situated and situated[-1][3]:
-        run, _entity, carried, _at_end = situated[-1]
-        digits = run.digits + carried
-    words = _words(text, [s[0] for s in situated])
+    digits = situated[-1].digits if situated and situated[-1].at_end else 0
+    words = _words(text, [s.run for s in situated])
     context = (*before.words, *(w for _, w in words))
     return Tail(tuple(context[-WORDS_BEFORE:]), digits)
+
+
+def _said_as_an_identifier(run: Run) -> bool:
+    """A number no one says as a quantity: :data:`ONE_BY_ONE` digits one by
+    one, or :data:`LONG_RUN` digits or more."""
+    return run.digits >= LONG_RUN or run.single_digits >= ONE_BY_ONE
 
 
 def _digits(word: str, previous: str, following: str) -> int:
@@ -176,7 +196,8 @@ def _close(group: list[tuple[int, int, int]]) -> list[Run]:
         group = group[:-1]
     if not any(d > 0 for _, _, d in group):
         return []
-    return [Run(group[0][0], group[-1][1], sum(abs(d) for _, _, d in group))]
+    single = sum(1 for _, _, d in group if d == 1)
+    return [Run(group[0][0], group[-1][1], sum(abs(d) for _, _, d in group), single)]
 
 
 def _words(text: str, found: list[Run]) -> list[tuple[int, str]]:
@@ -188,33 +209,61 @@ def _words(text: str, found: list[Run]) -> list[tuple[int, str]]:
     ]
 
 
-def _situated(text: str, before: Tail) -> list[tuple[Run, str | None, int, bool]]:
-    """Each run with its context (entity), the digits it continues from
-    ``before`` and whether it ends ``text``."""
+@dataclass(frozen=True, slots=True)
+class _Situated:
+    run: Run
+    entity: str | None
+    """The context of the run's cluster: runs with at most :data:`BRIDGE_WORDS`
+    words between them ("6011, nearly 09, 9013" where "oh" was misheard)."""
+    digits: int
+    """The cluster's digits, with those it continues from the previous final."""
+    carried: int
+    at_end: bool
+    """Whether the cluster ends the text."""
+    cluster_start: int
+
+
+def _situated(text: str, before: Tail) -> list[_Situated]:
+    """Each run of ``text`` in its cluster and context, after ``before``."""
     found = runs(text)
     words = _words(text, found)
-    situated = []
+    clusters: list[list[int]] = []
     for n, run in enumerate(found):
-        preceding = [w for pos, w in words if pos < run.start]
-        leading = n == 0 and not preceding
-        preceding = [*before.words, *preceding]
-        following = [w for pos, w in words if pos >= run.end][:WORDS_AFTER]
-        entity = _context(preceding[-WORDS_BEFORE:], following)
-        carried = before.digits if leading else 0
-        at_end = not re.search(r"\w", text[run.end :])
-        situated.append((run, entity, carried, at_end))
+        between = [w for pos, w in words if n and found[n - 1].end <= pos < run.start]
+        if n and len(between) <= BRIDGE_WORDS and not any(w in _ENTITY_OF for w in between):
+            clusters[-1].append(n)
+        else:
+            clusters.append([n])
+    situated = []
+    for cluster in clusters:
+        first, last = found[cluster[0]], found[cluster[-1]]
+        preceding = [w for pos, w in words if pos < first.start]
+        carried = before.digits if cluster[0] == 0 and not preceding else 0
+        following = [w for pos, w in words if pos >= last.end][:WORDS_AFTER]
+        entity = _context([*before.words, *preceding][-WORDS_BEFORE:], following)
+        digits = carried + sum(found[n].digits for n in cluster)
+        at_end = not re.search(r"\w", text[last.end :])
+        situated += [
+            _Situated(found[n], entity, digits, carried, at_end, first.start) for n in cluster
+        ]
     return situated
 
 
 def _context(preceding: list[str], following: list[str]) -> str | None:
-    """The entity of the context word nearest to a run; specific words before ``number``."""
+    """The entity of the context word nearest to a run; specific words before
+    ``number``, which counts only after "my", "your", ... ("my car number is",
+    the engine's "card number"; not "the order number is")."""
     nearest: list[tuple[int, str]] = []
-    for distance, word in enumerate(reversed(preceding)):
-        if word in _ENTITY_OF:
-            nearest.append((distance, _ENTITY_OF[word]))
-    for distance, word in enumerate(following):
-        if word in _ENTITY_OF:
-            nearest.append((distance, _ENTITY_OF[word]))
+    for words, distances in (
+        (preceding, range(len(preceding) - 1, -1, -1)),
+        (following, range(len(following))),
+    ):
+        for n, (word, distance) in enumerate(zip(words, distances, strict=True)):
+            entity = _ENTITY_OF.get(word)
+            if entity == "NUMBER" and not _POSSESSIVE.intersection(words[max(0, n - 2) : n]):
+                continue
+            if entity is not None:
+                nearest.append((distance, entity))
     specific = sorted(n for n in nearest if n[1] != "NUMBER")
     if specific:
         return specific[0][1]

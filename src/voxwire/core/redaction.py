@@ -72,6 +72,12 @@ _STREET = (
     rf"\b\d{{1,6}}\s+(?:(?!(?:{_NOT_A_STREET_NAME})\b)[A-Za-z]+\s+){{1,3}}"
     rf"(?:{_STREET_TYPES})\b"
 )
+_DOMAIN = re.compile(
+    r"(?<![\w@.])(?!www\.)[\w-]+(?:\.[\w-]+)*\."
+    r"(?:com|org|net|edu|gov|io|info|biz|co|uk|de|fr|es|it|nl|us|ca|au|in)\b",
+    re.IGNORECASE,
+)
+_EMAIL_CONTEXT = frozenset({"email", "emails", "mail", "mailbox", "inbox"})
 _PARTIAL = (
     re.compile(r"\d{2,}|\d$"),  # numbers of two digits or more, and one at the end
     re.compile(r"\w+[.@]\w[\w.@]*"),  # the beginnings of email addresses
@@ -120,6 +126,7 @@ class Redactor:
             Finding(s.entity, s.start, s.end, CONTEXT_SCORE if s.entity != "NUMBER" else 0.0)
             for s in personal_runs(text, before, numbers=numbers, partial=partial)
         ]
+        found += _heard_emails(text)
         pieces = _spoken_view(text)
         view = "".join(p.text for p in pieces)
         if view != text:
@@ -187,6 +194,19 @@ class Redactor:
 def redactor() -> Redactor:
     """The process's redactor, built on first use."""
     return Redactor()
+
+
+def _heard_emails(text: str) -> list[Finding]:
+    """Email addresses as the engine writes them when it misses the "at":
+    ``betasmithatgmail.com``, ``jane.go.atenlampl.com``: a domain with two dots
+    or more, or any domain after "email" or "mail"."""
+    words = [(m.start(), m.group().lower()) for m in re.finditer(r"[A-Za-z]+", text)]
+    found = []
+    for m in _DOMAIN.finditer(text):
+        before = [w for pos, w in words if pos < m.start()][-CONTEXT_WORDS_BEFORE:]
+        if m.group().count(".") >= 2 or any(w in _EMAIL_CONTEXT for w in before):
+            found.append(Finding("EMAIL_ADDRESS", m.start(), m.end(), CONTEXT_SCORE))
+    return found
 
 
 def _in_context(recognizer: Any, words: list[tuple[int, str]], start: int) -> bool:
