@@ -49,6 +49,9 @@ NUMBERS_MIN_DIGITS = 4
 """The ``numbers`` policy: every run of at least this many digits."""
 TAIL_MIN_DIGITS = 2
 """A run that ends a final in a context is personal from this many digits on."""
+CARRIED_WORDS = 2
+"""A number with at most this many words before it in its final is still in
+the context the previous final ended with ("my card number is" | "uh, 4111 ...")."""
 LONG_RUN = 20
 ONE_BY_ONE = 8
 BRIDGE_WORDS = 3
@@ -155,11 +158,22 @@ def personal_runs(
 
 
 def tail_of(text: str, before: Tail = Tail()) -> Tail:
-    """What the final ``text`` (after one that ended with ``before``) hands to the next."""
+    """What the final ``text`` (after one that ended with ``before``) hands to
+    the next: the context still open at its end (the words after its last
+    number, or those before it when it ends with one) and the digits of the
+    number it ends with."""
     situated = _situated(text, before)
-    digits = situated[-1].digits if situated and situated[-1].at_end else 0
     words = _words(text, [s.run for s in situated])
-    context = (*before.words, *(w for _, w in words))
+    if not situated:
+        context = [*before.words, *(w for _, w in words)]
+    elif situated[-1].at_end:
+        start = situated[-1].cluster_start
+        context = [w for pos, w in words if pos < start]
+        if len(context) <= CARRIED_WORDS:
+            context = [*before.words, *context]
+    else:
+        context = [w for pos, w in words if pos >= situated[-1].run.end]
+    digits = situated[-1].digits if situated and situated[-1].at_end else 0
     return Tail(tuple(context[-WORDS_BEFORE:]), digits)
 
 
@@ -240,7 +254,9 @@ def _situated(text: str, before: Tail) -> list[_Situated]:
         preceding = [w for pos, w in words if pos < first.start]
         carried = before.digits if cluster[0] == 0 and not preceding else 0
         following = [w for pos, w in words if pos >= last.end][:WORDS_AFTER]
-        entity = _context([*before.words, *preceding][-WORDS_BEFORE:], following)
+        if len(preceding) <= CARRIED_WORDS:  # the previous final's words are still near
+            preceding = [*before.words, *preceding]
+        entity = _context(preceding[-WORDS_BEFORE:], following)
         digits = carried + sum(found[n].digits for n in cluster)
         at_end = not re.search(r"\w", text[last.end :])
         situated += [

@@ -4,11 +4,12 @@ Redaction runs in the worker on every final and partial before it is sent, so
 nothing downstream (delivery, the store, the search index, matches, the
 transcript) ever holds the original words. A session chooses a
 :class:`~voxwire_client.api.RedactMode`: ``off``, ``mask`` (letters and digits
-become ``*``, the shape stays) or ``entity`` (the span becomes
-``[CREDIT_CARD]``, ``[EMAIL_ADDRESS]``, ...).
+become ``*``, the shape stays), ``entity`` (the span becomes
+``[CREDIT_CARD]``, ``[EMAIL_ADDRESS]``, ...) or ``numbers`` (``entity``, and
+every other number of four digits or more becomes ``[NUMBER]``).
 
-What is found, by presidio-analyzer's pattern recognizers with their own
-checks (no NLP model is needed or loaded):
+What is found, first by presidio-analyzer's pattern recognizers with their own
+checks (no NLP model is needed or loaded), precise wherever a number stands alone:
 
 ==================  ==========================================================
 CREDIT_CARD         13-19 digits passing the Luhn check
@@ -22,15 +23,42 @@ STREET_ADDRESS      a house number, one to three words and a street type
                     ("1234 Main Street", "twelve Elm Ave"); the one pattern of ours
 ==================  ==========================================================
 
+Then what speech recognition makes of them, where check digits cannot be
+trusted (:mod:`voxwire.core.number_runs`):
+
+==================  ==========================================================
+CREDIT_CARD,        a number in a card, SSN, account or phone context (words
+US_SSN,             before or after: "my card number is", "... is my social",
+ACCOUNT_NUMBER,     "call me at") with roughly its digits, in any written form:
+PHONE_NUMBER,       ``4,111,111,111,111,111,111``, ``4-1-1-1 ...``, "forty one
+NUMBER              eleven", "four one one one", mixed, a digit missing or extra;
+                    ``NUMBER`` after "my/your ... number"
+NUMBER              anywhere: eight digits or more said one by one, or twenty
+                    digits or more (no quantity is said that way)
+EMAIL_ADDRESS       a domain the engine wrote without its "at"
+                    (``betasmithatgmail.com``): with two dots or more, or any
+                    domain after "email"/"mail"
+==================  ==========================================================
+
 Speech recognition writes what was said: "four one one one ..." or "jane dot
 doe at example dot com". Each text is therefore also read in a *spoken view*:
 numbers said in words become digits, digits said one after another join into
 one number, and "dot"/"at" between words become "." and "@". What the
 recognizers find there is mapped back to the words it came from.
 
+A speaker pauses where they like: "my card number is 4111 1111" can be one
+final and "1111 1111" the next. :meth:`Redactor.tail` says what a final ended
+with (the context still open, the digits of a number at its very end); given
+to the next final and its partials (``before``), a number at their start
+continues it. A number at the end of a final in a context is redacted from two
+digits on, since it may go on. A final is never revised: a number whose context
+comes only in the next final ("4111 1111" | "1111 1111 is my card") is redacted
+in the second final only, unless it is said as an identifier (see above).
+
 A partial is an unfinished final: a card number half said is not yet a valid
 card number. Partials are therefore redacted more broadly: also every number
-of two digits or more (written or spoken) and a digit at the end, every beginning of an email
+of two digits or more (written or spoken), a digit at the end, every number in
+a context whatever its size, every beginning of an email
 address ("jane dot doe at ...") and a word followed by a trailing "dot" or
 "at". So a partial never shows a digit the final will redact. Words before
 the words that make them personal can show in a partial: the "jane" of
