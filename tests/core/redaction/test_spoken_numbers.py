@@ -181,3 +181,19 @@ def test_digits_said_one_by_one_or_twenty_of_them_are_redacted_anywhere(
 MIN_RECALL_EACH = 0.85
 MIN_NUMBER_RECALL = 0.95
 MIN_PRECISION = 0.95
+
+
+def test_a_partial_of_what_the_engine_wrote_never_shows_a_digit_its_final_hides(
+    redactor: Redactor,
+) -> None:
+    """Every prefix of every spoken item, as a partial: no digit the whole text
+    (the final) redacts is shown."""
+    for item in spoken():
+        hidden = [(f.start, f.end) for f in redactor.find(item.text)]
+        for end in [m.end() for m in re.finditer(r"\S+", item.text)][:30]:
+            prefix = item.text[:end]
+            shown = redactor.redact(prefix, RedactMode.MASK, partial=True)
+            for start, stop in hidden:
+                for digit in re.finditer(r"\d", prefix[start:stop]):
+                    at = start + digit.start()
+                    assert shown[at] == "*", f"{prefix!r} shows a digit: {shown!r}"
