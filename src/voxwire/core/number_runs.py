@@ -29,7 +29,7 @@ A session's finals are cut wherever the speaker paused, so a number can be split
 over two of them ("my card number is 4111 1111" | "1111 1111"). :class:`Tail`
 carries what a final ended with to the next: its last words (the context) and
 the digits of a run at its very end. A run at the end of a final in a context
-is personal from two digits on (it may go on in the next final); a run at the
+is personal from four digits on (it may go on in the next final); a run at the
 start of the next one continues it.
 """
 
@@ -47,8 +47,9 @@ WORDS_BEFORE = 6
 WORDS_AFTER = 4
 NUMBERS_MIN_DIGITS = 4
 """The ``numbers`` policy: every run of at least this many digits."""
-TAIL_MIN_DIGITS = 2
-"""A run that ends a final in a context is personal from this many digits on."""
+TAIL_MIN_DIGITS = 4
+"""A run that ends a final in a context is personal from this many digits on
+(fewer: "call me at five thirty" keeps its time)."""
 CARRIED_WORDS = 2
 """A number with at most this many words before it in its final is still in
 the context the previous final ended with ("my card number is" | "uh, 4111 ...")."""
@@ -74,6 +75,7 @@ _ENTITY_OF = {word: entity for entity, words in CONTEXT_WORDS.items() for word i
 _POSSESSIVE = frozenset({"my", "your", "his", "her", "our", "their"})
 _ZERO = frozenset({"oh", "o"})  # a digit when next to one
 _SOUNDALIKE = frozenset({"for", "to", "too", "won", "ate", "double", "triple"})  # before a digit
+_CLOCK = re.compile(r"\d{1,2}:\d{2}")
 _GAP = re.compile(r"[\s,.\-–—/()+:;#*]*")
 
 
@@ -134,11 +136,16 @@ def personal_runs(
     text): every run in a context, and every run under ``numbers``, whatever its size."""
     found: list[Span] = []
     for s in _situated(text, before):
-        if s.entity is not None and (
-            s.digits >= MIN_DIGITS[s.entity]
-            or s.carried
-            or partial
-            or (s.at_end and s.digits >= TAIL_MIN_DIGITS)
+        clock = _CLOCK.fullmatch(text[s.run.start : s.run.end])  # "call me at 10:30"
+        if (
+            s.entity is not None
+            and not clock
+            and (
+                s.digits >= MIN_DIGITS[s.entity]
+                or s.carried
+                or partial
+                or (s.at_end and s.digits >= TAIL_MIN_DIGITS)
+            )
         ):
             start = s.run.start
             if s.cluster_start < s.run.start and found and found[-1].start == s.cluster_start:

@@ -50,7 +50,7 @@ A speaker pauses where they like: "my card number is 4111 1111" can be one
 final and "1111 1111" the next. :meth:`Redactor.tail` says what a final ended
 with (the context still open, the digits of a number at its very end); given
 to the next final and its partials (``before``), a number at their start
-continues it. A number at the end of a final in a context is redacted from two
+continues it. A number at the end of a final in a context is redacted from four
 digits on, since it may go on. A final is never revised: a number whose context
 comes only in the next final ("4111 1111" | "1111 1111 is my card") is redacted
 in the second final only, unless it is said as an identifier (see above).

@@ -89,6 +89,8 @@ def test_ssn_phone_and_account_numbers_in_context(
         "I have a thousand thoughts about that thing.",
         "The order number is 536221234.",  # "number" is personal after "my", "your", ...
         "Scores were 10, 12, 15 and 1990, 1991, 1992.",
+        "Call me at five thirty.",
+        "Call me at 10:30 tomorrow, or call me at 10:45.",
     ],
 )
 def test_numbers_outside_a_context_stay(redactor: Redactor, text: str) -> None:
