@@ -1,26 +1,37 @@
-"""PII redaction: precision and recall on the labelled set, and the cost per final.
+"""PII redaction: precision and recall on the labelled and spoken sets, and the cost per final.
 
-Precision and recall per entity type on tests/core/redaction/labelled.jsonl, and
-false positives on the ../shared/eval reference transcripts (real speech with
-nothing personal in it). Then the time to redact a final, on the eval
-transcripts and the labelled texts, against the baseline measured in the same
-run: normalising the same text (what matching already does to every final).
+Precision and recall per entity type on tests/core/redaction/labelled.jsonl
+(written text), and on tests/core/redaction/spoken.jsonl (personal data said by
+espeak-ng voices and written by the engine, benchmarks/make_spoken_pii.py) for
+this redactor and for the one of ``--baseline`` (a git revision, default
+``main``; its redaction.py is loaded from git). On the spoken set an item is
+recalled when none of its secret characters survive; a finding is right when
+it lies on what was said. Then false positives on the ../shared/eval reference
+transcripts (real speech with nothing personal in it) and the time to redact a
+final, on the eval transcripts and the labelled texts, against the baseline
+measured in the same run: normalising the same text (what matching already
+does to every final).
 
-    .venv/bin/python benchmarks/bench_redaction.py [--rounds 20]
+    .venv/bin/python benchmarks/bench_redaction.py [--rounds 20] [--baseline main] [--missed]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
+import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.core.redaction.labelled import labelled, scores  # noqa: E402
+from tests.core.redaction.spoken import spoken_scores  # noqa: E402
 from voxwire.core.normalization import normalize  # noqa: E402
 from voxwire.core.redaction import Redactor  # noqa: E402
 from voxwire_client.api import RedactMode  # noqa: E402
@@ -28,25 +39,65 @@ from voxwire_client.api import RedactMode  # noqa: E402
 EVAL = ROOT.parent / "shared" / "eval" / "manifest.jsonl"
 
 
+def baseline(revision: str) -> Any:
+    """The Redactor of ``revision``'s src/voxwire/core/redaction.py."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:src/voxwire/core/redaction.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    module = types.ModuleType(f"redaction_at_{revision}")
+    sys.modules[module.__name__] = module
+    exec(compile(source, f"{revision}:redaction.py", "exec"), module.__dict__)
+    return module.Redactor()
+
+
+def tables(name: str, find: Callable[[str], Any], missed: bool) -> None:
+    by_entity, total = scores(find)
+    print(f"\n{name}: labelled set (written)")
+    print(f"{'entity':<15} {'precision':>9} {'recall':>7}")
+    for entity, s in sorted(by_entity.items()):
+        print(f"{entity:<15} {s.precision:>9.2f} {s.recall:>7.2f}")
+    print(f"{'all':<15} {total.precision:>9.2f} {total.recall:>7.2f}")
+    spoken_by, spoken_total, not_hidden = spoken_scores(find)
+    print(f"\n{name}: spoken set (espeak-ng, then the engine)")
+    print(f"{'entity':<15} {'said':>5} {'recall':>7} {'found':>6} {'precision':>9}")
+    for entity, t in sorted(spoken_by.items()):
+        print(f"{entity:<15} {t.items:>5} {t.recall:>7.2f} {t.findings:>6} {t.precision:>9.2f}")
+    print(
+        f"{'all':<15} {spoken_total.items:>5} {spoken_total.recall:>7.2f} "
+        f"{spoken_total.findings:>6} {spoken_total.precision:>9.2f}"
+    )
+    speech = [json.loads(line)["text"] for line in EVAL.read_text().splitlines()]
+    speech = [t for t in speech if t]
+    found = [find(t) for t in speech]
+    untouched = sum(not f for f in found) / len(speech)
+    print(
+        f"\n{name}: eval transcripts {len(speech)}, false positives "
+        f"{sum(len(f) for f in found)}, transcripts untouched {untouched:.2f}"
+    )
+    for item in not_hidden if missed else ():
+        print(f"  missed {item.entity:<15} {item.text[:110]!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--baseline", default="main", help="a git revision to compare with")
+    parser.add_argument("--missed", action="store_true", help="print the spoken items missed")
     args = parser.parse_args()
     started = time.perf_counter()
     redactor = Redactor()
     redactor.find("warm up 4111 1111 1111 1111")
     print(f"recognizers loaded in {time.perf_counter() - started:.2f} s")
 
-    by_entity, total = scores(redactor.find)
-    print(f"\n{'entity':<15} {'precision':>9} {'recall':>7}")
-    for entity, s in sorted(by_entity.items()):
-        print(f"{entity:<15} {s.precision:>9.2f} {s.recall:>7.2f}")
-    print(f"{'all':<15} {total.precision:>9.2f} {total.recall:>7.2f}")
-
+    if args.baseline:
+        tables(f"before ({args.baseline})", baseline(args.baseline).find, args.missed)
+    tables("now", redactor.find, args.missed)
     speech = [json.loads(line)["text"] for line in EVAL.read_text().splitlines()]
     speech = [t for t in speech if t]
-    false_positives = sum(len(redactor.find(t)) for t in speech)
-    print(f"\neval transcripts: {len(speech)}, false positives: {false_positives}")
 
     texts = speech + [item.text for item in labelled()]
     words = sum(len(t.split()) for t in texts)

@@ -188,11 +188,13 @@ def redactor() -> Redactor:
 
 @FAST
 @given(st.text(max_size=200) | st.lists(st.sampled_from(
-    ["one", "two", "dot", "at", "four", "1", "-", "@", ".", "street", "x", "zero", " "]),
+    ["one", "two", "dot", "at", "four", "1", "-", "@", ".", "street", "x", "zero", " ",
+     "card", "oh", "for", "my", "number", "4,111", "1234", "a.com"]),
     max_size=40).map(" ".join))  # fmt: skip
 def test_the_redactor_finds_spans_inside_the_text(redactor: Redactor, text: str) -> None:
-    for partial in (False, True):
-        found = redactor.find(text, partial=partial)
+    tail = Redactor.tail(text)
+    for partial, numbers in ((False, False), (True, False), (False, True), (True, True)):
+        found = redactor.find(text, partial=partial, numbers=numbers, before=tail)
         ends = [0]
         for finding in found:
             assert ends[-1] <= finding.start < finding.end <= len(text)

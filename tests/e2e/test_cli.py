@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.helpers import EVAL_DIR, PlatformThread
+from tests.multilingual import have_espeak
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -69,3 +72,33 @@ def test_transcribe_refuses_a_missing_file() -> None:
     result = _voxwire("transcribe", "/nonexistent/file.wav")
     assert result.returncode == 2
     assert "does not exist" in result.stderr.lower() or "not exist" in result.stderr.lower()
+
+
+def test_redact_must_be_one_of_the_modes() -> None:
+    result = _voxwire("transcribe", str(EVAL_DIR / "audio" / "whisper_jfk.flac"), "--redact", "all")
+    assert result.returncode == 2
+    for mode in ("off", "mask", "entity", "numbers"):
+        assert mode in result.stderr
+
+
+@pytest.mark.skipif(not have_espeak(), reason="scripts/services.sh speech")
+@pytest.mark.parametrize("command", ["transcribe", "stream"])
+def test_transcribe_and_stream_redact_what_they_are_told(
+    platform: PlatformThread, tmp_path: Path, command: str
+) -> None:
+    wav = tmp_path / "said.wav"
+    said = "My card number is 4111 1111 1111 1112. We sold 2,500 boxes."
+    subprocess.run(["espeak-ng", "-w", str(wav), said], check=True, capture_output=True)
+    env = {
+        "VOXWIRE_URL": platform.url,
+        "VOXWIRE_API_KEY": platform.api_key,
+        "VOXWIRE_MQTT_URL": platform.mqtt_url,
+        "COLUMNS": "200",
+    }
+    extra = ["--speed", "4"] if command == "stream" else []
+    result = _voxwire(command, str(wav), "--redact", "numbers", *extra, env=env)
+    assert result.returncode == 0, result.stderr
+    transcript = result.stdout.split("transcript")[-1]
+    # tiny.en hears "my car number is": a number after "my ... number" is personal
+    assert "number is [" in transcript.lower(), result.stdout  # the platform default is off
+    assert not re.search(r"\d", transcript), result.stdout

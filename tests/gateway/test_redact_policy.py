@@ -30,6 +30,14 @@ def test_a_tenant_policy_is_a_floor_and_sessions_choose_above_it() -> None:
     assert Settings(redact=M.ENTITY).security.redact_for("shop", None) is M.ENTITY
 
 
+def test_a_numbers_floor_cannot_be_lowered_to_mask_or_entity() -> None:
+    settings = Settings(redact_tenants={"clinic": M.NUMBERS, "bank": M.ENTITY})
+    for asked in (None, M.OFF, M.MASK, M.ENTITY, M.NUMBERS):
+        assert settings.security.redact_for("clinic", asked) is M.NUMBERS
+    assert settings.security.redact_for("bank", M.NUMBERS) is M.NUMBERS  # above the floor
+    assert settings.security.redact_for("bank", M.MASK) is M.MASK  # as much hidden
+
+
 def test_tenant_policies_come_from_the_environment_as_json(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -3,6 +3,8 @@ matching and the hallucination filter, as plain values."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from voxwire.core.errors import ConfigError, EngineError
@@ -42,6 +44,38 @@ def test_a_partial_carries_its_final_id_and_is_not_repeated() -> None:
     assert builder.partial(0, 700, "") == []
     builder.end_segment()
     assert builder.partial(0, 900, "card 4111 1111")  # a new segment may say the same
+
+
+def _texts(messages: list) -> list[str]:  # type: ignore[type-arg]
+    return [m.segment.text for m in messages if isinstance(m, SegmentMessage)]
+
+
+@pytest.mark.parametrize("mode", [RedactMode.ENTITY, RedactMode.NUMBERS])
+def test_a_card_number_split_over_two_finals_is_redacted_in_both_and_in_partials(
+    mode: RedactMode,
+) -> None:
+    builder = TranscriptBuilder("s1", language="en", redact=mode)
+    shown = _texts(builder.partial(0, 800, "my card number is 4111"))
+    shown += _texts(builder.final(0, 1000, "my card number is 4111 1111"))
+    shown += _texts(builder.partial(1200, 1600, "1111"))
+    shown += _texts(builder.partial(1200, 1900, "1111 one one"))
+    shown += _texts(builder.final(1200, 2000, "1111 1111, thanks."))
+    assert shown[1] == "my card number is [CREDIT_CARD]"
+    assert shown[-1] == "[CREDIT_CARD], thanks."
+    assert not any(re.search(r"\d|one", text) for text in shown), shown
+    # the final after that is a new sentence: its numbers are its own again
+    (later,) = _texts(builder.final(2500, 3500, "In 1961 he was twelve."))
+    assert later == (
+        "In [NUMBER] he was twelve." if mode is RedactMode.NUMBERS else "In 1961 he was twelve."
+    )
+
+
+def test_a_resumed_stream_knows_how_its_last_final_ended() -> None:
+    before = TranscriptBuilder("s1", language="en", redact=RedactMode.MASK)
+    (first,) = _texts(before.final(0, 1000, "right, my card number is"))
+    resumed = TranscriptBuilder("s1", language="en", redact=RedactMode.MASK, finals=before.finals)
+    (second,) = _texts(resumed.final(1000, 2000, "4111 1111 1111 1112."))
+    assert (first, second) == ("right, my card number is", "**** **** **** ****.")
 
 
 def test_the_hallucination_filter_needs_a_vad_score() -> None:

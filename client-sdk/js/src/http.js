@@ -40,7 +40,7 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {PromptSpec[]} [prompts]
  * @property {number} [min_silence_ms]
  * @property {number} [partial_interval_s]
- * @property {"off" | "mask" | "entity"} [redact]
+ * @property {"off" | "mask" | "entity" | "numbers"} [redact]
  * @property {"pcm16" | "opus"} [codec]  how chunks hold the audio: PCM16LE 16 kHz mono, or one Opus packet each
  * @property {10 | 20 | 40 | 60 | 80 | 100 | 120} [frame_ms]  with opus: each packet's duration
  *
@@ -123,7 +123,7 @@ export class Gateway {
   /**
    * Upload an audio file (WAV, FLAC, MP3, OGG/Opus, M4A) and start transcribing it.
    * @param {Blob} file
-   * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity",
+   * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity" | "numbers",
    *   language?: string, model?: string, filename?: string}} [options]
    * @returns {Promise<SessionCreated>}
    */

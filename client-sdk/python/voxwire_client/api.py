@@ -113,14 +113,18 @@ class Health(_Model):
 
 
 class RedactMode(StrEnum):
-    """What becomes of personal data (card numbers, SSNs, phone numbers, email
-    and street addresses, IBANs; written or spoken) before a transcript leaves
-    the worker: ``off`` keeps it, ``mask`` turns its letters and digits into
-    ``*``, ``entity`` replaces it by its type, e.g. ``[CREDIT_CARD]``."""
+    """What becomes of personal data (card numbers, SSNs, phone and account
+    numbers, email and street addresses, IBANs; written or spoken) before a
+    transcript leaves the worker: ``off`` keeps it, ``mask`` turns its letters
+    and digits into ``*``, ``entity`` replaces it by its type, e.g.
+    ``[CREDIT_CARD]``; ``numbers`` does what ``entity`` does and replaces every
+    other number of four digits or more (in any written form) by ``[NUMBER]``,
+    for the most careful tenants."""
 
     OFF = "off"
     MASK = "mask"
     ENTITY = "entity"
+    NUMBERS = "numbers"
 
 
 class AudioCodec(StrEnum):

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from voxwire.cli.common import clock, console, err_console, fail, highlight_markup
 from voxwire_client import AsyncClient, ClientError, Transcript
+from voxwire_client.api import RedactMode
 from voxwire_client.messages import (
     MatchMessage,
     Message,
@@ -40,6 +41,14 @@ def transcribe(
     model: Annotated[
         str | None, typer.Option(help="one of the models the platform serves [its default]")
     ] = None,
+    redact: Annotated[
+        RedactMode | None,
+        typer.Option(
+            help="personal data in the transcript: off, mask (****), entity ([CREDIT_CARD]) "
+            "or numbers (entity, and every number of 4+ digits) [the platform's default]",
+            case_sensitive=False,
+        ),
+    ] = None,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
@@ -47,7 +56,7 @@ def transcribe(
 ) -> None:
     """Upload FILE, show progress, print segments and prompt matches as they arrive."""
     try:
-        chosen = {"language": language, "model": model}
+        chosen = {"language": language, "model": model, "redact": redact}
         result = asyncio.run(
             _run(file, prompt or [], url, api_key, mqtt_url, quiet=as_json, chosen=chosen)
         )

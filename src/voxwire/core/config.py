@@ -221,6 +221,10 @@ class LimitSettings(BaseModel):
     )
 
 
+_STRENGTH = {RedactMode.OFF: 0, RedactMode.MASK: 1, RedactMode.ENTITY: 1, RedactMode.NUMBERS: 2}
+"""How much each redaction hides: mask and entity hide the same data."""
+
+
 class SecuritySettings(BaseModel):
     """Secrets of the HTTP side, and the redaction of personal data."""
 
@@ -236,7 +240,8 @@ class SecuritySettings(BaseModel):
     )
     redact: RedactMode = Field(
         default=RedactMode.OFF,
-        description="personal data in transcripts when a session does not say: off, mask, entity",
+        description="personal data in transcripts when a session does not say: off, mask, "
+        "entity, numbers",
     )
     redact_tenants: dict[str, RedactMode] = Field(
         default_factory=dict,
@@ -257,10 +262,11 @@ class SecuritySettings(BaseModel):
     def redact_for(self, tenant_name: str, requested: RedactMode | None) -> RedactMode:
         """A session's redaction: what it asked for, else its tenant's, else the
         platform's default; never less than its tenant's (a session cannot turn
-        off what its tenant requires)."""
+        off what its tenant requires, nor ask for ``mask`` or ``entity`` when its
+        tenant requires ``numbers``)."""
         floor = self.redact_tenants.get(tenant_name)
         mode = requested or floor or self.redact
-        if mode is RedactMode.OFF and floor is not None:
+        if floor is not None and _STRENGTH[mode] < _STRENGTH[floor]:
             return floor
         return mode
 

@@ -4,11 +4,12 @@ Redaction runs in the worker on every final and partial before it is sent, so
 nothing downstream (delivery, the store, the search index, matches, the
 transcript) ever holds the original words. A session chooses a
 :class:`~voxwire_client.api.RedactMode`: ``off``, ``mask`` (letters and digits
-become ``*``, the shape stays) or ``entity`` (the span becomes
-``[CREDIT_CARD]``, ``[EMAIL_ADDRESS]``, ...).
+become ``*``, the shape stays), ``entity`` (the span becomes
+``[CREDIT_CARD]``, ``[EMAIL_ADDRESS]``, ...) or ``numbers`` (``entity``, and
+every other number of four digits or more becomes ``[NUMBER]``).
 
-What is found, by presidio-analyzer's pattern recognizers with their own
-checks (no NLP model is needed or loaded):
+What is found, first by presidio-analyzer's pattern recognizers with their own
+checks (no NLP model is needed or loaded), precise wherever a number stands alone:
 
 ==================  ==========================================================
 CREDIT_CARD         13-19 digits passing the Luhn check
@@ -22,15 +23,42 @@ STREET_ADDRESS      a house number, one to three words and a street type
                     ("1234 Main Street", "twelve Elm Ave"); the one pattern of ours
 ==================  ==========================================================
 
+Then what speech recognition makes of them, where check digits cannot be
+trusted (:mod:`voxwire.core.number_runs`):
+
+==================  ==========================================================
+CREDIT_CARD,        a number in a card, SSN, account or phone context (words
+US_SSN,             before or after: "my card number is", "... is my social",
+ACCOUNT_NUMBER,     "call me at") with roughly its digits, in any written form:
+PHONE_NUMBER,       ``4,111,111,111,111,111,111``, ``4-1-1-1 ...``, "forty one
+NUMBER              eleven", "four one one one", mixed, a digit missing or extra;
+                    ``NUMBER`` after "my/your ... number"
+NUMBER              anywhere: eight digits or more said one by one, or twenty
+                    digits or more (no quantity is said that way)
+EMAIL_ADDRESS       a domain the engine wrote without its "at"
+                    (``betasmithatgmail.com``): with two dots or more, or any
+                    domain after "email"/"mail"
+==================  ==========================================================
+
 Speech recognition writes what was said: "four one one one ..." or "jane dot
 doe at example dot com". Each text is therefore also read in a *spoken view*:
 numbers said in words become digits, digits said one after another join into
 one number, and "dot"/"at" between words become "." and "@". What the
 recognizers find there is mapped back to the words it came from.
 
+A speaker pauses where they like: "my card number is 4111 1111" can be one
+final and "1111 1111" the next. :meth:`Redactor.tail` says what a final ended
+with (the context still open, the digits of a number at its very end); given
+to the next final and its partials (``before``), a number at their start
+continues it. A number at the end of a final in a context is redacted from four
+digits on, since it may go on. A final is never revised: a number whose context
+comes only in the next final ("4111 1111" | "1111 1111 is my card") is redacted
+in the second final only, unless it is said as an identifier (see above).
+
 A partial is an unfinished final: a card number half said is not yet a valid
 card number. Partials are therefore redacted more broadly: also every number
-of two digits or more (written or spoken) and a digit at the end, every beginning of an email
+of two digits or more (written or spoken), a digit at the end, every number in
+a context whatever its size, every beginning of an email
 address ("jane dot doe at ...") and a word followed by a trailing "dot" or
 "at". So a partial never shows a digit the final will redact. Words before
 the words that make them personal can show in a partial: the "jane" of
@@ -51,11 +79,14 @@ from typing import Any
 
 from voxwire.core.metrics import REDACTIONS
 from voxwire.core.normalization import normalize
+from voxwire.core.number_runs import Tail, personal_runs, tail_of
 from voxwire_client.api import RedactMode
 
 MIN_SCORE = 0.4
 CONTEXT_BOOST = 0.35  # presidio's default context similarity factor
 CONTEXT_WORDS_BEFORE = 6
+CONTEXT_SCORE = 0.85  # a number in a context: below a recognizer's validated find
+NO_TAIL = Tail()
 
 _STREET_TYPES = (
     "street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|place|pl|"
@@ -69,6 +100,12 @@ _STREET = (
     rf"\b\d{{1,6}}\s+(?:(?!(?:{_NOT_A_STREET_NAME})\b)[A-Za-z]+\s+){{1,3}}"
     rf"(?:{_STREET_TYPES})\b"
 )
+_DOMAIN = re.compile(
+    r"(?<![\w@.])(?!www\.)[\w-]+(?:\.[\w-]+)*\."
+    r"(?:com|org|net|edu|gov|io|info|biz|co|uk|de|fr|es|it|nl|us|ca|au|in)\b",
+    re.IGNORECASE,
+)
+_EMAIL_CONTEXT = frozenset({"email", "emails", "mail", "mailbox", "inbox"})
 _PARTIAL = (
     re.compile(r"\d{2,}|\d$"),  # numbers of two digits or more, and one at the end
     re.compile(r"\w+[.@]\w[\w.@]*"),  # the beginnings of email addresses
@@ -101,9 +138,23 @@ class Redactor:
         self._recognizers = _recognizers()
         self._min_score = min_score
 
-    def find(self, text: str, *, partial: bool = False) -> list[Finding]:
-        """What is personal in ``text``, spans merged where they overlap."""
+    def find(
+        self,
+        text: str,
+        *,
+        partial: bool = False,
+        numbers: bool = False,
+        before: Tail = NO_TAIL,
+    ) -> list[Finding]:
+        """What is personal in ``text``, spans merged where they overlap:
+        ``before`` is what the session's previous final ended with
+        (:meth:`tail`); ``numbers`` adds every number of four digits or more."""
         found = self._analyze(text, None)
+        found += [
+            Finding(s.entity, s.start, s.end, CONTEXT_SCORE if s.entity != "NUMBER" else 0.0)
+            for s in personal_runs(text, before, numbers=numbers, partial=partial)
+        ]
+        found += _heard_emails(text)
         pieces = _spoken_view(text)
         view = "".join(p.text for p in pieces)
         if view != text:
@@ -116,12 +167,17 @@ class Redactor:
             ]
         return _merge(found)
 
-    def redact(self, text: str, mode: RedactMode, *, partial: bool = False) -> str:
-        """``text`` with what :meth:`find` finds masked or replaced (``mode``);
-        counts what a final had redacted (:data:`voxwire.core.metrics.REDACTIONS`)."""
+    def redact(
+        self, text: str, mode: RedactMode, *, partial: bool = False, before: Tail = NO_TAIL
+    ) -> str:
+        """``text`` with what :meth:`find` finds masked or replaced (``mode``),
+        after a final that ended with ``before``; counts what a final had
+        redacted (:data:`voxwire.core.metrics.REDACTIONS`)."""
         if mode is RedactMode.OFF or not text:
             return text
-        findings = self.find(text, partial=partial)
+        findings = self.find(
+            text, partial=partial, numbers=mode is RedactMode.NUMBERS, before=before
+        )
         out, pos = [], 0
         for f in findings:
             out.append(text[pos : f.start])
@@ -135,6 +191,12 @@ class Redactor:
                 REDACTIONS.labels(f.entity).inc()
         out.append(text[pos:])
         return "".join(out)
+
+    @staticmethod
+    def tail(text: str, before: Tail = NO_TAIL) -> Tail:
+        """What the final ``text`` hands to the session's next final (it
+        followed one that ended with ``before``)."""
+        return tail_of(text, before)
 
     def _analyze(self, view: str, pieces: Sequence[_Piece] | None) -> list[Finding]:
         """Findings in ``view``, mapped back through ``pieces`` (None: ``view``
@@ -160,6 +222,19 @@ class Redactor:
 def redactor() -> Redactor:
     """The process's redactor, built on first use."""
     return Redactor()
+
+
+def _heard_emails(text: str) -> list[Finding]:
+    """Email addresses as the engine writes them when it misses the "at":
+    ``betasmithatgmail.com``, ``jane.go.atenlampl.com``: a domain with two dots
+    or more, or any domain after "email" or "mail"."""
+    words = [(m.start(), m.group().lower()) for m in re.finditer(r"[A-Za-z]+", text)]
+    found = []
+    for m in _DOMAIN.finditer(text):
+        before = [w for pos, w in words if pos < m.start()][-CONTEXT_WORDS_BEFORE:]
+        if m.group().count(".") >= 2 or any(w in _EMAIL_CONTEXT for w in before):
+            found.append(Finding("EMAIL_ADDRESS", m.start(), m.end(), CONTEXT_SCORE))
+    return found
 
 
 def _in_context(recognizer: Any, words: list[tuple[int, str]], start: int) -> bool:

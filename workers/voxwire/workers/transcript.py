@@ -5,7 +5,9 @@ Pure: it calls nothing (no engine, no emit) and returns the messages it builds.
 increasing from the first, :data:`voxwire.wire.records.FIRST_WORKER_SEQ` by
 default), numbers the finals (``index`` counts finals, ``id`` is
 ``f"{sid}-{index}"``; a partial carries the id its final will have, so a
-client replaces it), redacts their text (:mod:`voxwire.core.redaction`),
+client replaces it), redacts their text (:mod:`voxwire.core.redaction`; what the last final
+ended with goes into the next one's and its partials', so a number split over
+two finals is redacted in both),
 matches the standing prompts on each final (:mod:`voxwire.core.standing_prompts`:
 a :class:`~voxwire_client.messages.MatchMessage` per prompt heard, right after
 its final) and builds the progress, error and transcript messages.
@@ -28,7 +30,7 @@ from dataclasses import asdict
 
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.core.matching import Match, Prompt
-from voxwire.core.redaction import redactor
+from voxwire.core.redaction import NO_TAIL, Redactor, redactor
 from voxwire.core.standing_prompts import MAX_PROMPTS, StandingPrompts, prompt_of, spec_of
 from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.engine import Segment
@@ -105,6 +107,9 @@ class TranscriptBuilder:
         # what the prompts matched before: their matches were emitted (or are pending)
         self._matcher.replay((s.id, s.text, s.start_ms, s.end_ms) for s in self.finals)
         self._last_partial: tuple[int, str] | None = None  # (segment start, text)
+        # what the last final ended with (its words, a number at its end): a card
+        # number split over two finals is redacted in both
+        self._tail = Redactor.tail(self.finals[-1].text) if self.finals else NO_TAIL
 
     @property
     def prompts(self) -> tuple[PromptSpec, ...]:
@@ -162,6 +167,8 @@ class TranscriptBuilder:
         """Commit a final: its message, then a match message per prompt heard."""
         self.end_segment()
         data = self._segment(start_ms, end_ms, self._redacted(text))
+        if self._redact is not RedactMode.OFF:
+            self._tail = Redactor.tail(text, self._tail)
         self.finals.append(data)
         final = SegmentMessage(
             sid=self.sid, seq=self._seq(), type="final", segment=data, latency=latency
@@ -228,7 +235,7 @@ class TranscriptBuilder:
     def _redacted(self, text: str, *, partial: bool = False) -> str:
         if self._redact is RedactMode.OFF:
             return text
-        return redactor().redact(text, self._redact, partial=partial)
+        return redactor().redact(text, self._redact, partial=partial, before=self._tail)
 
     def _segment(self, start_ms: int, end_ms: int, text: str) -> SegmentData:
         """A segment of the next final's index."""
