@@ -41,7 +41,9 @@ It ends with the largest level held at p95 <= 2.0 s per mode.
 engine call (``batch_finals``); ``faster-whisper@1`` serves live streams with
 one engine instead of one per core (``stream_engines``), the baseline the
 default run compares with: the first configuration's latencies are printed as
-ratios against each other's.
+ratios against each other's. A ``/opus<bitrate>`` suffix streams Opus packets
+of 100 ms at that bitrate instead of PCM16 (``kbit/s`` shows what was sent):
+``--engines faster-whisper,faster-whisper/opus16000,faster-whisper/opus24000``.
 """
 
 from __future__ import annotations
@@ -63,14 +65,15 @@ import psutil
 from prometheus_client import REGISTRY
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from voxwire.core.audio import decode
+from voxwire.core.audio import decode, pcm16le_to_float32
+from voxwire.core.codecs import opus_packets
 from voxwire.core.config import Settings
 from voxwire.models import registry
 from voxwire.platform import Platform, build
 from voxwire.platform.roles import cpu_cores, stream_engines
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
-from voxwire_client import AsyncClient, StreamRequest, pcm_chunks
+from voxwire_client import AsyncClient, AudioCodec, StreamRequest, pcm_chunks
 from voxwire_client.messages import Message, ProgressMessage, SegmentMessage
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -185,10 +188,24 @@ def offsets(mode: str, count: int, rng: random.Random) -> list[float]:
     return [i * SPREAD_S / count for i in range(count)]
 
 
-async def one_stream(client: AsyncClient, pcm: bytes, start_at: float) -> StreamRun:
-    """Open a stream, then play ``pcm`` in real time from ``start_at`` (loop time)."""
+def encoded(pcm: bytes, codec: str) -> tuple[list[bytes], int, StreamRequest]:
+    """The chunks a device sends, their duration in ms and the stream request:
+    PCM16 in 100 ms chunks, or for ``opus<bitrate>`` Opus packets of 100 ms."""
+    if not codec:
+        return list(pcm_chunks(pcm, chunk_ms=CHUNK_MS)), CHUNK_MS, StreamRequest()
+    bitrate = int(codec.removeprefix("opus"))
+    samples = pcm16le_to_float32(pcm)
+    packets = list(opus_packets(samples, bitrate=bitrate, frame_ms=CHUNK_MS))
+    return packets, CHUNK_MS, StreamRequest(codec=AudioCodec.OPUS, frame_ms=CHUNK_MS)
+
+
+async def one_stream(
+    client: AsyncClient, sent: tuple[list[bytes], int, StreamRequest], start_at: float
+) -> StreamRun:
+    """Open a stream, then play its chunks in real time from ``start_at`` (loop time)."""
     run = StreamRun()
-    created = await client.start_stream(StreamRequest())
+    chunks, chunk_ms, request = sent
+    created = await client.start_stream(request)
     following = asyncio.create_task(
         client.follow(created.sid, on_event=lambda m: run.events.append((time.time(), m)))
     )
@@ -198,21 +215,23 @@ async def one_stream(client: AsyncClient, pcm: bytes, start_at: float) -> Stream
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, start_at - loop.time()))
     run.started = time.time() - (loop.time() - start_at)
-    for n, chunk in enumerate(pcm_chunks(pcm, chunk_ms=CHUNK_MS)):
+    for n, chunk in enumerate(chunks):
         # chunk n holds [n, n + 1) * 100 ms: a device has it once that time has passed
-        await asyncio.sleep(max(0.0, start_at + (n + 1) * CHUNK_MS / 1000 - loop.time()))
+        await asyncio.sleep(max(0.0, start_at + (n + 1) * chunk_ms / 1000 - loop.time()))
         subscription.publish(f"{created.audio_topic}/{n}", chunk)
     subscription.publish(created.control_topic, b'{"type": "end"}')
     await following
     return run
 
 
-async def level(platform: Platform, key: str, pcm: bytes, starts: list[float]) -> list[StreamRun]:
+async def level(
+    platform: Platform, key: str, sent: tuple[list[bytes], int, StreamRequest], starts: list[float]
+) -> list[StreamRun]:
     s = platform.settings.listen
     client = AsyncClient(f"http://127.0.0.1:{s.http_port}", key, f"mqtt://127.0.0.1:{s.mqtt_port}")
     try:
         first = asyncio.get_running_loop().time() + 1.0 + 0.05 * len(starts)  # streams open first
-        return await asyncio.gather(*(one_stream(client, pcm, first + x) for x in starts))
+        return await asyncio.gather(*(one_stream(client, sent, first + x) for x in starts))
     finally:
         await client.aclose()
 
@@ -246,6 +265,8 @@ class Run:
 
 
 async def bench(counts: list[int], modes: list[str], config: str, run: Run) -> list[dict]:
+    config, _, codec = config.partition("/")
+    sent = encoded(run.pcm, codec)
     rest, _, engines = config.partition("@")
     engine, _, batch = rest.partition(":")
     with tempfile.TemporaryDirectory() as tmp:
@@ -262,7 +283,8 @@ async def bench(counts: list[int], modes: list[str], config: str, run: Run) -> l
             for mode in modes:
                 rng = random.Random(run.seed)
                 for count in counts:
-                    row = await one_level(platform, key.plaintext, run, offsets(mode, count, rng))
+                    starts = offsets(mode, count, rng)
+                    row = await one_level(platform, key.plaintext, run, sent, starts)
                     rows.append({"mode": mode, "streams": count, **row})
                     print(f"  {config} {mode}: {count} streams done", file=sys.stderr)
         finally:
@@ -270,12 +292,18 @@ async def bench(counts: list[int], modes: list[str], config: str, run: Run) -> l
     return rows
 
 
-async def one_level(platform: Platform, key: str, run: Run, starts: list[float]) -> dict:
+async def one_level(
+    platform: Platform,
+    key: str,
+    run: Run,
+    sent: tuple[list[bytes], int, StreamRequest],
+    starts: list[float],
+) -> dict:
     before = counters()
     engines = min(len(stream_engines(platform.settings)), cpu_cores())  # at most this many at once
     psutil.cpu_percent(percpu=True)
     cpu, wall = time.process_time(), time.perf_counter()
-    runs = await level(platform, key, run.pcm, starts)
+    runs = await level(platform, key, sent, starts)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     cores = psutil.cpu_percent(percpu=True)
     after = counters()
@@ -283,6 +311,7 @@ async def one_level(platform: Platform, key: str, run: Run, starts: list[float])
     latencies = [x for lat, _ in measured for x in lat]
     waits = [w for r in runs for w in r.waits()]
     return {
+        "kbit_s": sum(map(len, sent[0])) * 8 / (len(sent[0]) * sent[1]),
         "sentences": len(run.sentences) * len(runs),
         "missed": sum(m for _, m in measured),
         "final_p50_s": pct(latencies, 50),
@@ -315,7 +344,7 @@ def report(results: dict[str, list[dict]], offline: float, sentences: list[Sente
     print(f"{len(UTTERANCES)} utterances + {PAUSE_S:.0f} s pauses per stream, real time, tiny.en")
     print(f"speech (s, aligned): {bounds}")
     print(
-        f"{'engine':<18}{'mode':<10}{'streams':>7}{'final p50':>10}{'p95':>7}{'max':>7}"
+        f"{'engine':<26}{'mode':<10}{'streams':>7}{'final p50':>10}{'p95':>7}{'max':>7}"
         f"{'missed':>7}{'1st part':>9}{'lag':>6}{'CPU':>6}{'cores':>10}{'engine':>7}"
         f"{'wait p50':>9}{'p95':>7}{'partials t/s/p':>16}{'likely u/d':>11}{'WER':>7}{'max':>6}"
     )
@@ -325,12 +354,13 @@ def report(results: dict[str, list[dict]], offline: float, sentences: list[Sente
             partials = "/".join(f"{r[f'partials_{o}']:.0f}" for o in PARTIAL_OUTCOMES)
             likely = f"{r['likely_used']:.0f}/{r['likely_decoded']:.0f}"
             print(
-                f"{config:<18}{r['mode']:<10}{r['streams']:>7}{r['final_p50_s']:>9.2f}s"
+                f"{config:<26}{r['mode']:<10}{r['streams']:>7}{r['final_p50_s']:>9.2f}s"
                 f"{r['final_p95_s']:>6.2f}s{r['final_max_s']:>6.2f}s{r['missed']:>7}"
                 f"{r['first_partial_p50_s']:>8.2f}s{r['max_lag_ms'] / 1000:>5.1f}s"
                 f"{r['cpu_percent']:>5.0f}%{cores:>10}{100 * r['engine_busy']:>6.0f}%"
                 f"{r['final_wait_p50_ms'] / 1000:>8.2f}s{r['final_wait_p95_ms'] / 1000:>6.2f}s"
                 f"{partials:>16}{likely:>11}{statistics.fmean(r['wer']):>7.3f}{max(r['wer']):>6.3f}"
+                f"{r['kbit_s']:>7.0f}"
             )
     print(f"offline WER (faster-whisper) on the same utterances: {offline:.3f}")
     for config, rows in results.items():
@@ -361,8 +391,9 @@ def main() -> int:
     parser.add_argument(
         "--engines",
         default="faster-whisper,faster-whisper@1",
-        help="engine[:batch_finals][@stream_engines] per run, the first compared with the "
-        "others, e.g. faster-whisper,whispercpp,faster-whisper:8,faster-whisper@1",
+        help="engine[:batch_finals][@stream_engines][/opus<bitrate>] per run, the first "
+        "compared with the others, e.g. faster-whisper,whispercpp,faster-whisper@1,"
+        "faster-whisper/opus16000",
     )
     parser.add_argument("--seed", type=int, default=7, help="for the random start offsets")
     parser.add_argument("--json", type=Path, help="also write the figures here")
