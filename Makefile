@@ -77,6 +77,7 @@ bench: $(STAMP) services
 	$(BIN)/python benchmarks/bench_distributed_files.py
 	$(BIN)/python benchmarks/bench_streams.py
 	$(BIN)/python benchmarks/bench_vad.py
+	$(BIN)/python benchmarks/bench_opus.py
 	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_search.py
 	$(BIN)/python benchmarks/bench_redaction.py
 	$(BIN)/python benchmarks/bench_load.py
