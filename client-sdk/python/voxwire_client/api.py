@@ -123,6 +123,27 @@ class RedactMode(StrEnum):
     ENTITY = "entity"
 
 
+MAX_SPEAKERS = 20
+"""The most speakers a session may ask diarization for."""
+
+
+class SpeakerBounds(_Model):
+    """Diarization on a session, with bounds on how many speakers it has
+    (None: the count is found)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_speakers: int | None = Field(default=None, ge=1, le=MAX_SPEAKERS)
+    max_speakers: int | None = Field(default=None, ge=1, le=MAX_SPEAKERS)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SpeakerBounds:
+        low, high = self.min_speakers, self.max_speakers
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"min_speakers ({low}) is more than max_speakers ({high})")
+        return self
+
+
 class StreamRequest(_Model):
     """Start a live stream: ``POST /v1/streams``. Then publish PCM16LE 16 kHz mono
     chunks on ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB,
@@ -145,6 +166,14 @@ class StreamRequest(_Model):
     vad_threshold: float = Field(default=0.5, gt=0, lt=1)
     redact: RedactMode | None = Field(
         default=None, description="personal data in the transcript; None: the platform's default"
+    )
+    diarize: bool = Field(
+        default=False,
+        description="label each final with its speaker (S1, S2... in order of appearance); "
+        "a final's label is never changed afterwards",
+    )
+    max_speakers: int | None = Field(
+        default=None, ge=1, le=MAX_SPEAKERS, description="with diarize: at most this many speakers"
     )
 
 

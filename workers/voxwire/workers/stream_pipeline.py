@@ -24,23 +24,22 @@ What each item becomes:
   ``PartialWork``; its text is kept, and the final with the same bounds (due
   when the pause reaches ``min_silence_ms``, 400 ms later by default) is
   committed with it at once instead of being transcribed again;
-- :class:`~voxwire.workers.stream_intake.FinalWork` -> a ``final`` and a match
-  per prompt heard; an empty transcript (silence, noise, markers only, a
-  hallucination) gives no final;
+- :class:`~voxwire.workers.stream_intake.FinalWork` -> a ``final`` (with its
+  speaker when diarized: :mod:`voxwire.workers.speakers.live`) and a match per
+  prompt heard; an empty transcript (silence, noise, markers, a hallucination) gives none;
 - :class:`~voxwire.workers.stream_intake.ProgressWork` -> a ``transcribing``
   progress message (``speech`` and ``lag_ms`` set), as does creation;
 - :class:`ReplayWork` -> the messages decided before the stream was resumed here.
 
 ``seq`` is strictly increasing across everything the session emits, from
 ``first_seq``; the same chunks, engine output and order of work give the same
-``seq`` values. An engine error costs one segment (a non-fatal error
-message); an unexpected exception ends the session (a fatal one).
+``seq`` values. An engine error costs one segment (a non-fatal error message);
+an unexpected exception ends the session (a fatal one).
 
 Latency. Every segment message carries :class:`~voxwire_client.messages.LatencyData`,
-the time from the end of the segment's audio to the message: ``vad_ms`` (the
-end of the audio arrived -> the endpointer decided; for a final, mostly the
-``min_silence_ms`` wait), ``queue_ms`` (decided -> the engine started) and
-``transcribe_ms``.
+from the end of the segment's audio to the message: ``vad_ms`` (the end of the audio
+arrived -> the endpointer decided; for a final, mostly the ``min_silence_ms``
+wait), ``queue_ms`` (decided -> the engine started) and ``transcribe_ms``.
 
 Threads. Call :meth:`~StreamSession.push`, :meth:`~StreamSession.end` and
 :meth:`~StreamSession.change_prompts` from one thread (ingestion), the
@@ -67,6 +66,7 @@ from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.endpointing import EndpointConfig
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
 from voxwire.workers.pipeline import Emit
+from voxwire.workers.speakers.live import SpeakerState, StreamSpeakers
 from voxwire.workers.stream_intake import (
     SAMPLES_PER_MS,
     FinalWork,
@@ -103,6 +103,8 @@ class StreamConfig:
     redact: RedactMode = RedactMode.OFF
     model: str | None = None
     """The model's name, written on every segment."""
+    diarize: bool = False
+    max_speakers: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.language, str) or not _LANGUAGE.fullmatch(self.language):
@@ -158,6 +160,7 @@ class Resume:
     """The transcript was emitted: nothing more but ``pending``."""
     prompts: tuple[PromptSpec, ...] | None = None
     """The standing prompts, when changed since the start (None: the start's)."""
+    speakers: SpeakerState = ()
 
 
 Outcome = list[Segment] | BaseException | None
@@ -225,6 +228,7 @@ class StreamSession:
         self._likely: tuple[int, int, str] | None = None  # a likely final's (start, end, text)
         self._finished = start.finished
         self._partials = PartialTally()
+        self._speakers = StreamSpeakers(config.diarize, config.max_speakers, start.speakers)
         if resume is None:
             self._queue.put(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
         else:
@@ -248,6 +252,7 @@ class StreamSession:
             self._pending,
             self._finished,
             prompts,
+            self._speakers.state(),
         )
 
     @property
@@ -429,7 +434,8 @@ class StreamSession:
             self._builder.end_segment()
             self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
             if text:
-                self._emit_all(self._builder.final(work.start_ms, work.end_ms, text, latency))
+                who = self._speakers.label(work.audio)
+                self._emit_all(self._builder.final(*work.bounds, text, latency, speaker=who))
 
     def finish(self) -> None:
         """After :meth:`end` and the work it queued: emit the transcript and the
