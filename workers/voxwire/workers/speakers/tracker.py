@@ -37,7 +37,7 @@ SpeakerState = tuple[tuple[str, tuple[float, ...], float], ...]
 
 @dataclass(frozen=True, slots=True)
 class TrackerConfig:
-    threshold: float = 0.65
+    threshold: float = 0.8
     """Cosine similarity to a speaker's centroid at which a final is that speaker's."""
     min_new_ms: int = 1000
     """A final shorter than this never opens a new speaker (when there is one)."""
