@@ -7,7 +7,8 @@ speakers who often talk at once). DER is pyannote.metrics'
 ``DiarizationErrorRate`` with the standard collar of 250 ms (0.25 s around each
 reference boundary is not scored) and overlapping speech scored (a one-label
 system cannot get it right), summed over the recordings; its parts are printed
-too (missed speech, false alarm, confusion).
+too (missed speech, false alarm, confusion), and DER with overlapped speech
+left out of the scoring (``skip_overlap``).
 
 - files: :func:`voxwire.workers.speakers.files.diarize` on each whole recording;
 - live: the recording's frames through Silero VAD and the stream endpointer in
@@ -99,8 +100,10 @@ def annotation(turns: list[Turn]) -> Annotation:
     return result
 
 
-def score(rows: list[tuple[Recording, list[Turn]]]) -> tuple[float, dict[str, float]]:
-    metric = DiarizationErrorRate(collar=COLLAR_S, skip_overlap=False)
+def score(
+    rows: list[tuple[Recording, list[Turn]]], *, skip_overlap: bool = False
+) -> tuple[float, dict[str, float]]:
+    metric = DiarizationErrorRate(collar=COLLAR_S, skip_overlap=skip_overlap)
     for recording, turns in rows:
         metric(
             recording.reference, annotation(turns), uem=recording.reference.get_timeline().extent()
@@ -111,20 +114,22 @@ def score(rows: list[tuple[Recording, list[Turn]]]) -> tuple[float, dict[str, fl
 
 def report(label: str, rows: list[tuple[Recording, list[Turn]]], seconds: float) -> None:
     der, parts = score(rows)
+    alone, _ = score(rows, skip_overlap=True)
     total = parts["total"] or 1.0
     audio = sum(r.seconds for r, _ in rows)
     print(
         f"\n{label}: DER {der:.1%} (missed {parts['missed detection'] / total:.1%}, "
         f"false alarm {parts['false alarm'] / total:.1%}, "
-        f"confusion {parts['confusion'] / total:.1%}); "
-        f"{seconds / audio:.3f} s per audio s"
+        f"confusion {parts['confusion'] / total:.1%}); overlapped speech not scored: "
+        f"{alone:.1%}; {seconds / audio:.3f} s per audio s"
     )
-    print(f"  {'recording':<26} {'speakers':>8} {'found':>5} {'DER':>7}")
+    print(f"  {'recording':<26} {'speakers':>8} {'found':>5} {'DER':>7} {'no overlap':>10}")
     for recording, turns in rows:
         one, _ = score([(recording, turns)])
+        lone, _ = score([(recording, turns)], skip_overlap=True)
         print(
             f"  {recording.name:<26} {len(recording.reference.labels()):>8} "
-            f"{len({t.speaker for t in turns}):>5} {one:>7.1%}"
+            f"{len({t.speaker for t in turns}):>5} {one:>7.1%} {lone:>10.1%}"
         )
 
 
