@@ -19,7 +19,8 @@ from voxwire.workers.speakers import files
 from voxwire.workers.speakers.encoder import SpeakerEncoder, shared_encoder
 from voxwire.workers.speakers.files import DiarizationOptions, diarize, split_segment
 from voxwire.workers.speakers.tracker import SpeakerTracker, TrackerConfig
-from voxwire.workers.stream_pipeline import StreamConfig
+from voxwire.workers.stream_checkpoints import StreamCheckpoint
+from voxwire.workers.stream_pipeline import Resume, StreamConfig
 from voxwire.workers.vad import SileroVad
 from voxwire_client.messages import Message, SegmentMessage
 
@@ -155,3 +156,16 @@ def test_the_weights_are_read_without_torch_and_checked() -> None:
     assert weights["linear.weight"].shape == (256, 256)
     with pytest.raises(ModelError, match="checksum"):
         speaker.convert(b"\x80\x02not the weights")
+
+
+def test_the_speakers_survive_the_checkpoint_encoding() -> None:
+    """What Redis keeps for a stream carries its speakers (a takeover names them alike)."""
+    tracker = SpeakerTracker()
+    a, b = np.eye(2, 256, dtype=np.float32)
+    assert [tracker.assign(a, 2000), tracker.assign(b, 2000)] == ["S1", "S2"]
+    saved = StreamCheckpoint(b"start", Resume(5, speakers=tracker.state())).encode()
+    restored = SpeakerTracker.restore(
+        TrackerConfig(), StreamCheckpoint.decode(saved).resume.speakers
+    )
+    assert restored.labels == ("S1", "S2")
+    assert restored.assign(b, 1500) == "S2" and restored.assign(a, 1500) == "S1"
