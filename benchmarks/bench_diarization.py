@@ -15,8 +15,10 @@ left out of the scoring (``skip_overlap``).
   order, as a stream receives them (the same decisions as at real time, without
   waiting for it); each final's audio is embedded and given a label by the online
   tracker (:class:`voxwire.workers.speakers.tracker.SpeakerTracker`) the moment
-  it closes, as the stream worker does; labels are never revised. The hypothesis
-  is the finals (their 200 ms pre- and post-roll included) with their labels.
+  it closes, and split where the voice changes inside it, by the stream worker's
+  code (:class:`voxwire.workers.speakers.live.StreamSpeakers`); labels are never
+  revised. The hypothesis is the finals (their 200 ms pre- and post-roll included)
+  with their labels.
 
 Cost: wall seconds per audio second on this machine (VAD, embeddings,
 clustering; no transcription), against the Silero VAD pass alone measured in
@@ -41,7 +43,7 @@ from voxwire.core.audio import SAMPLE_RATE, Audio, decode
 from voxwire.workers.endpointing import SegmentFinal, endpoint
 from voxwire.workers.speakers.encoder import SpeakerEncoder
 from voxwire.workers.speakers.files import DiarizationOptions, Turn, diarize
-from voxwire.workers.speakers.tracker import SpeakerTracker
+from voxwire.workers.speakers.live import StreamSpeakers
 from voxwire.workers.vad import SileroVad, speech_probabilities
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -79,16 +81,17 @@ def recordings() -> list[Recording]:
     return found
 
 
-def stream_turns(audio: Audio, encoder: SpeakerEncoder) -> list[Turn]:
-    """The finals of ``audio`` as a live stream, each labelled by the tracker as it closes."""
-    tracker = SpeakerTracker()
+def stream_turns(audio: Audio) -> list[Turn]:
+    """The finals of ``audio`` as a live stream, each labelled (and split where the
+    voice changes) by the stream worker's code as it closes."""
+    speakers = StreamSpeakers(True, None)
     turns = []
     for event in endpoint(speech_probabilities(SileroVad(), audio)):
         if isinstance(event, SegmentFinal):
             piece = audio[event.start_ms * 16 : event.end_ms * 16]
-            duration = event.end_ms - event.start_ms
-            label = tracker.assign(encoder.embed_utterance(piece), duration)
-            turns.append(Turn(event.start_ms, event.end_ms, label))
+            words = " ".join(["word"] * 100)  # no transcription: only the times count
+            for one in speakers.pieces(event.start_ms, event.end_ms, words, piece):
+                turns.append(Turn(one.start_ms, one.end_ms, one.speaker or "?"))
     return turns
 
 
@@ -154,7 +157,7 @@ def main() -> None:
     report("files", files, time.perf_counter() - started)
 
     started = time.perf_counter()
-    live = [(r, stream_turns(r.audio, encoder)) for r in recs]
+    live = [(r, stream_turns(r.audio)) for r in recs]
     report("live", live, time.perf_counter() - started)
 
     for threshold in (float(t) for t in args.thresholds.split(",") if t):

@@ -434,8 +434,8 @@ class StreamSession:
             self._builder.end_segment()
             self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
             if text:
-                who = self._speakers.label(work.audio)
-                self._emit_all(self._builder.final(*work.bounds, text, latency, speaker=who))
+                for one in self._speakers.pieces(*work.bounds, text, work.audio):
+                    self._emit_all(self._builder.final(*one.span, latency, speaker=one.speaker))
 
     def finish(self) -> None:
         """After :meth:`end` and the work it queued: emit the transcript and the

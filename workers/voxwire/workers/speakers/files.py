@@ -145,6 +145,11 @@ class Piece:
     text: str
     speaker: str | None
 
+    @property
+    def span(self) -> tuple[int, int, str]:
+        """``(start_ms, end_ms, text)``."""
+        return self.start_ms, self.end_ms, self.text
+
 
 def _runs(start_ms: int, end_ms: int, turns: list[Turn]) -> list[tuple[int, int, str]]:
     """The speakers' stretches inside ``[start_ms, end_ms)``; a short one joins its neighbour."""

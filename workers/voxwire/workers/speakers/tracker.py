@@ -24,6 +24,7 @@ labels).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,27 +66,34 @@ class SpeakerTracker:
     def labels(self) -> tuple[str, ...]:
         return tuple(s.label for s in self._speakers)
 
-    def assign(self, embedding: npt.NDArray[np.float32], duration_ms: int) -> str:
-        """The speaker of a final of ``duration_ms`` whose unit embedding is ``embedding``."""
+    def assign(
+        self, embedding: npt.NDArray[np.float32], duration_ms: int, exclude: Collection[str] = ()
+    ) -> str:
+        """The speaker of a final of ``duration_ms`` whose unit embedding is ``embedding``;
+        not one of ``exclude`` (the other voices found inside the same final) unless the
+        session's ``max_speakers`` leaves no other choice."""
         vector = np.asarray(embedding, dtype=np.float64)
         weight = max(duration_ms, 1) / 1000
         best: _Speaker | None = None
         similarity = -1.0
         for speaker in self._speakers:
             value = float(speaker.centroid @ vector)
-            if value > similarity:
+            if speaker.label not in exclude and value > similarity:
                 best, similarity = speaker, value
         full = self.config.max_speakers is not None and len(self) >= self.config.max_speakers
-        if best is None or (
+        new = best is None or (
             similarity < self.config.threshold
-            and duration_ms >= self.config.min_new_ms
-            and not full
-        ):
+            and (duration_ms >= self.config.min_new_ms or bool(exclude))
+        )
+        if full and best is None:
+            best = max(self._speakers, key=lambda s: float(s.centroid @ vector))
+        elif new and not full:
             best = _Speaker(speaker_label(len(self._speakers)), vector * weight, weight)
             self._speakers.append(best)
-        else:
-            best.total = best.total + vector * weight
-            best.weight += weight
+            return best.label
+        assert best is not None
+        best.total = best.total + vector * weight
+        best.weight += weight
         return best.label
 
     def __len__(self) -> int:
