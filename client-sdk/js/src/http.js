@@ -43,6 +43,8 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {"off" | "mask" | "entity" | "numbers"} [redact]
  * @property {"pcm16" | "opus"} [codec]  how chunks hold the audio: PCM16LE 16 kHz mono, or one Opus packet each
  * @property {10 | 20 | 40 | 60 | 80 | 100 | 120} [frame_ms]  with opus: each packet's duration
+ * @property {boolean} [diarize]  label each final with its speaker (S1, S2...); never relabelled
+ * @property {number} [max_speakers]  with diarize: at most this many speakers (1-20)
  *
  * @typedef {object} TokenResponse  a session token for the broker (and the session routes)
  * @property {string} token     the MQTT password
@@ -123,11 +125,17 @@ export class Gateway {
   /**
    * Upload an audio file (WAV, FLAC, MP3, OGG/Opus, M4A) and start transcribing it.
    * @param {Blob} file
+   * `diarize` labels every segment with its speaker (S1, S2...), within
+   * `minSpeakers`/`maxSpeakers` when given.
    * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity" | "numbers",
-   *   language?: string, model?: string, filename?: string}} [options]
+   *   language?: string, model?: string, filename?: string, diarize?: boolean,
+   *   minSpeakers?: number, maxSpeakers?: number}} [options]
    * @returns {Promise<SessionCreated>}
    */
-  upload(file, { prompts = [], redact, language, model, filename } = {}) {
+  upload(
+    file,
+    { prompts = [], redact, language, model, filename, diarize, minSpeakers, maxSpeakers } = {},
+  ) {
     const form = new FormData();
     const name = filename ?? (/** @type {File} */ (file).name || "audio");
     form.set("file", file, name);
@@ -135,6 +143,9 @@ export class Gateway {
     if (redact) form.set("redact", redact);
     if (language) form.set("language", language);
     if (model) form.set("model", model);
+    if (diarize) form.set("diarize", "true");
+    if (minSpeakers != null) form.set("min_speakers", String(minSpeakers));
+    if (maxSpeakers != null) form.set("max_speakers", String(maxSpeakers));
     return this.json("POST", "/v1/sessions", { body: form });
   }
 

@@ -18,7 +18,7 @@
  * @property {string} text
  * @property {string | null} [language]
  * @property {number | null} [language_prob] how sure the detection was (language "auto")
- * @property {string | null} [speaker]
+ * @property {string | null} [speaker] with diarization: S1, S2... in order of appearance; never changed later
  * @property {string | null} [model] the model that transcribed it
  */
 

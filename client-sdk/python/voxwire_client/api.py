@@ -140,6 +140,27 @@ OPUS_FRAME_MS = (10, 20, 40, 60, 80, 100, 120)
 """The Opus packet durations a stream may declare."""
 
 
+MAX_SPEAKERS = 20
+"""The most speakers a session may ask diarization for."""
+
+
+class SpeakerBounds(_Model):
+    """Diarization on a session, with bounds on how many speakers it has
+    (None: the count is found)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_speakers: int | None = Field(default=None, ge=1, le=MAX_SPEAKERS)
+    max_speakers: int | None = Field(default=None, ge=1, le=MAX_SPEAKERS)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SpeakerBounds:
+        low, high = self.min_speakers, self.max_speakers
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"min_speakers ({low}) is more than max_speakers ({high})")
+        return self
+
+
 class StreamRequest(_Model):
     """Start a live stream: ``POST /v1/streams``. Then publish chunks on
     ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB): PCM16LE
@@ -178,6 +199,14 @@ class StreamRequest(_Model):
         if frame_ms not in OPUS_FRAME_MS:
             raise ValueError(f"frame_ms must be one of {OPUS_FRAME_MS}, not {frame_ms}")
         return frame_ms
+    diarize: bool = Field(
+        default=False,
+        description="label each final with its speaker (S1, S2... in order of appearance); "
+        "a final's label is never changed afterwards",
+    )
+    max_speakers: int | None = Field(
+        default=None, ge=1, le=MAX_SPEAKERS, description="with diarize: at most this many speakers"
+    )
 
 
 class TokenRequest(_Model):

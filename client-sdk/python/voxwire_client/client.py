@@ -34,6 +34,7 @@ from voxwire_client.api import (
     SearchQuery,
     SessionCreated,
     SessionInfo,
+    SpeakerBounds,
     StreamCreated,
     StreamRequest,
     TokenRequest,
@@ -188,11 +189,13 @@ class AsyncClient:
         redact: RedactMode | str | None = None,
         language: str | None = None,
         model: str | None = None,
+        diarize: SpeakerBounds | bool = False,
     ) -> SessionCreated:
         """Upload an audio file; returns the new session. ``redact``: what becomes
         of personal data in the transcript (default: the platform's setting);
         ``language``: a code such as "de", or "auto" to detect it; ``model``: one
-        of the models the platform serves (default: its first)."""
+        of the models the platform serves (default: its first); ``diarize``: label
+        every segment with its speaker (``SpeakerBounds`` to bound their count)."""
         path = Path(path)
         specs = [p.model_dump() for p in _prompt_specs(prompts)]
         data = {"prompts": json.dumps(specs)}
@@ -202,6 +205,11 @@ class AsyncClient:
             data["language"] = language
         if model is not None:
             data["model"] = model
+        if diarize is not False:
+            data["diarize"] = "true"
+            bounds = diarize if isinstance(diarize, SpeakerBounds) else SpeakerBounds()
+            for name, value in bounds.model_dump(exclude_none=True).items():
+                data[name] = str(value)
         for retry in range(_RATE_LIMIT_RETRIES + 1):
             with path.open("rb") as fh:
                 response = await self._send(

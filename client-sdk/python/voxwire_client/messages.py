@@ -67,7 +67,11 @@ class SegmentData(_Model):
         le=1,
         description="how sure the language detection was; null when the language was given",
     )
-    speaker: str | None = None
+    speaker: str | None = Field(
+        default=None,
+        description="with diarization: S1, S2... in order of first appearance; a final's "
+        "speaker is never changed afterwards (no relabelling message exists)",
+    )
     model: str | None = Field(default=None, description="the model that transcribed it")
 
 

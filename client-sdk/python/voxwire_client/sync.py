@@ -16,6 +16,7 @@ from voxwire_client.api import (
     SearchQuery,
     SessionCreated,
     SessionInfo,
+    SpeakerBounds,
     StreamRequest,
     TokenResponse,
     TranscriptResponse,
@@ -49,9 +50,12 @@ class Client:
         redact: RedactMode | str | None = None,
         language: str | None = None,
         model: str | None = None,
+        diarize: SpeakerBounds | bool = False,
     ) -> SessionCreated:
         return self._loop.run_until_complete(
-            self._async.upload(path, prompts, redact=redact, language=language, model=model)
+            self._async.upload(
+                path, prompts, redact=redact, language=language, model=model, diarize=diarize
+            )
         )
 
     def session(self, sid: str) -> SessionInfo:

@@ -217,13 +217,33 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         redact: Annotated[
             str | None, Form(description="personal data: off, mask or entity")
         ] = None,
+        diarize: Annotated[
+            str | None, Form(description="true: label every segment with its speaker (S1, S2...)")
+        ] = None,
+        min_speakers: Annotated[
+            str | None, Form(description="with diarize: at least this many speakers (1-20)")
+        ] = None,
+        max_speakers: Annotated[
+            str | None, Form(description="with diarize: at most this many speakers (1-20)")
+        ] = None,
     ) -> SessionCreated:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit():
             uploads.check_size(int(declared) - 64 * 1024)
         data = await _read_limited(file, uploads)
         session = await uploads.accept(
-            caller, Upload(file.filename, data, prompts, language, redact, model)
+            caller,
+            Upload(
+                file.filename,
+                data,
+                prompts,
+                language,
+                redact,
+                model,
+                diarize=diarize,
+                min_speakers=min_speakers,
+                max_speakers=max_speakers,
+            ),
         )
         return SessionCreated(
             **_info(session).model_dump(), endpoints=_endpoints(settings, session.sid)

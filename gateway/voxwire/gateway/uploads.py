@@ -22,7 +22,7 @@ from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
 from voxwire.wire.topics import JOBS_TOPIC
-from voxwire_client.api import PromptSpec, RedactMode
+from voxwire_client.api import MAX_SPEAKERS, PromptSpec, RedactMode, SpeakerBounds
 from voxwire_client.messages import (
     ErrorMessage,
     ProgressMessage,
@@ -40,6 +40,9 @@ class Upload:
     language: str | None
     redact: str | None = None
     model: str | None = None
+    diarize: str | None = None
+    min_speakers: str | None = None
+    max_speakers: str | None = None
 
 
 def redact_mode(raw: str | None) -> RedactMode | None:
@@ -52,6 +55,43 @@ def redact_mode(raw: str | None) -> RedactMode | None:
         choices = ", ".join(m.value for m in RedactMode)
         raise InvalidRequestError(
             f"invalid redact {raw[:40]!r}", hint=f"use one of: {choices}"
+        ) from None
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")
+
+
+def _speaker_count(name: str, raw: str | None) -> int | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise InvalidRequestError(
+            f"invalid {name} {raw[:20]!r}", hint=f"a whole number from 1 to {MAX_SPEAKERS}"
+        ) from None
+
+
+def speaker_bounds(upload: Upload) -> SpeakerBounds | None:
+    """The diarization an upload asks for (None: off); InvalidRequestError for
+    bad bounds, or bounds without ``diarize``."""
+    flag = (upload.diarize or "").strip().lower()
+    if flag not in _TRUE + _FALSE:
+        raise InvalidRequestError(f"invalid diarize {flag[:20]!r}", hint="use true or false")
+    low = _speaker_count("min_speakers", upload.min_speakers)
+    high = _speaker_count("max_speakers", upload.max_speakers)
+    if flag not in _TRUE:
+        if low is not None or high is not None:
+            raise InvalidRequestError(
+                "min_speakers and max_speakers need diarize", hint="add diarize=true"
+            )
+        return None
+    try:
+        return SpeakerBounds(min_speakers=low, max_speakers=high)
+    except ValidationError as exc:
+        raise InvalidRequestError(
+            f"invalid speaker bounds: {exc.errors()[0]['msg']}",
+            hint=f"1 <= min_speakers <= max_speakers <= {MAX_SPEAKERS}",
         ) from None
 
 
@@ -131,6 +171,7 @@ class UploadService:
         model = check_model(upload.model, self._settings)
         language = check_language(upload.language or self._settings.engine.language, model)
         redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
+        diarize = speaker_bounds(upload)
         sid = await open_session(
             self._store,
             self._access,
@@ -162,6 +203,7 @@ class UploadService:
             model=model,
             prompts=prompts,
             redact=redact,
+            diarize=diarize,
         )
         queued = ProgressMessage(
             sid=sid,

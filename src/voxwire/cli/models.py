@@ -11,7 +11,7 @@ from rich.table import Table
 
 from voxwire.cli.common import console, fail
 from voxwire.core.errors import VoxwireError
-from voxwire.models import registry
+from voxwire.models import registry, speaker
 from voxwire.models.packages import StageProgress
 
 app = typer.Typer(help="List, install and add Whisper models.", no_args_is_help=True)
@@ -34,6 +34,12 @@ def _follow(progress: Progress, task: TaskID) -> StageProgress:
 def install_with_progress(name: str) -> Path:
     """Install ``name`` (a no-op when cached), with a progress bar while it is
     downloaded, joined, verified and converted."""
+    if name == speaker.SPEAKER_MODEL:
+        with _bar() as progress:
+            task = progress.add_task(f"installing {name}", total=1.0)
+            path = speaker.install(progress=_follow(progress, task))
+        console.print(f"installed {name} -> {path}")
+        return path
     if registry.is_installed(name):
         return registry.resolve(name)
     with _bar() as progress:
@@ -103,6 +109,11 @@ def list_models() -> None:
         state = "invalid" if info.error else "yes"
         table.add_row(name, languages, state, f"{info.size / 1e6:.1f} MB", "added ggml file")
     console.print(table)
+    state = "installed" if speaker.is_installed() else "not installed (fetched on first use)"
+    console.print(
+        f"speaker encoder for diarization: {speaker.SPEAKER_MODEL}, {state}; "
+        f"Resemblyzer's GE2E weights ({speaker.LICENCE})"
+    )
     console.print(
         f"[dim]cache: {registry.cache_dir()}; `voxwire models install NAME` builds one, "
         "`voxwire models add PATH` adds your own[/]"

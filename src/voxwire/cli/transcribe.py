@@ -49,6 +49,9 @@ def transcribe(
             case_sensitive=False,
         ),
     ] = None,
+    diarize: Annotated[
+        bool, typer.Option("--diarize", help="label every segment with its speaker")
+    ] = False,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
@@ -58,7 +61,16 @@ def transcribe(
     try:
         chosen = {"language": language, "model": model, "redact": redact}
         result = asyncio.run(
-            _run(file, prompt or [], url, api_key, mqtt_url, quiet=as_json, chosen=chosen)
+            _run(
+                file,
+                prompt or [],
+                url,
+                api_key,
+                mqtt_url,
+                quiet=as_json,
+                chosen=chosen,
+                diarize=diarize,
+            )
         )
     except ClientError as exc:
         fail(exc.message, exc.hint)
@@ -89,6 +101,7 @@ async def _run(
     *,
     quiet: bool,
     chosen: dict[str, str | None],
+    diarize: bool = False,
 ) -> Transcript:
     out = err_console if quiet else console
     progress = Progress(
@@ -110,8 +123,9 @@ async def _run(
             )
         elif isinstance(message, SegmentMessage) and message.type == "final":
             seg = message.segment
+            who = f"[bold]{seg.speaker}[/] " if seg.speaker else ""
             out.print(
-                f"[cyan]\\[{clock(seg.start_ms)} → {clock(seg.end_ms)}][/] {escape(seg.text)}"
+                f"[cyan]\\[{clock(seg.start_ms)} → {clock(seg.end_ms)}][/] {who}{escape(seg.text)}"
             )
         elif isinstance(message, MatchMessage):
             highlight = highlight_markup(message.highlight)
@@ -122,7 +136,9 @@ async def _run(
 
     async with AsyncClient(url, api_key, mqtt_url) as client:
         with progress:
-            created = await client.upload(file, prompts, **chosen)
+            created = await client.upload(
+                file, prompts, language=chosen["language"], model=chosen["model"], diarize=diarize
+            )
             out.print(
                 f"session [bold]{created.sid}[/] (follow it on {created.endpoints.topic_filter})"
             )

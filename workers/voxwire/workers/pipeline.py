@@ -18,6 +18,8 @@ from voxwire.core.audio import SAMPLE_RATE, Audio
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.wire.records import FileJob
 from voxwire.workers.engine import Engine, EngineOptions, LanguageDetector, Segment
+from voxwire.workers.speakers.encoder import shared_encoder
+from voxwire.workers.speakers.files import DiarizationOptions, Turn, diarize, split_segment
 from voxwire.workers.transcript import TranscriptBuilder
 from voxwire.workers.vad import SileroVad, first_speech
 from voxwire_client.messages import Message, SessionStatus
@@ -43,12 +45,23 @@ def detect_language(audio: Audio, engine: Engine, options: EngineOptions) -> tup
     return engine.detect_language(audio[max(0, start - _DETECT_MARGIN) :], options)
 
 
+def speaker_turns(job: FileJob, audio: Audio) -> list[Turn] | None:
+    """The file's speaker turns when the job asks for diarization, else None."""
+    if job.diarize is None:
+        return None
+    bounds = job.diarize
+    options = DiarizationOptions(min_speakers=bounds.min_speakers, max_speakers=bounds.max_speakers)
+    return diarize(audio, shared_encoder(), options)
+
+
 def run_file_job(
     job: FileJob, audio: Audio, engine: Engine, options: EngineOptions, emit: Emit
 ) -> None:
     """Transcribe ``audio`` for ``job``; every outcome, errors included, is emitted.
     With ``language`` "auto" the language is detected on the first speech, then
-    kept for the whole file."""
+    kept for the whole file. With diarization the speaker turns are found first,
+    and a segment in which the speaker changes is split there
+    (:mod:`voxwire.workers.speakers.files`)."""
     builder = TranscriptBuilder(
         job.sid,
         language=None if options.language in AUTO else options.language,
@@ -59,13 +72,24 @@ def run_file_job(
     )
     emit(builder.file_progress(SessionStatus.TRANSCRIBING, 0, job.duration_ms))
 
+    turns: list[Turn] | None = None
+
     def on_segment(segment: Segment) -> None:
         end_ms = max(segment.end_ms, segment.start_ms)
-        for message in builder.final(segment.start_ms, end_ms, builder.heard([segment])):
-            emit(message)
+        text = builder.heard([segment])
+        if turns is None:
+            for message in builder.final(segment.start_ms, end_ms, text):
+                emit(message)
+        else:
+            for piece in split_segment(segment.start_ms, end_ms, text, turns):
+                for message in builder.final(
+                    piece.start_ms, piece.end_ms, piece.text, speaker=piece.speaker
+                ):
+                    emit(message)
         emit(builder.file_progress(SessionStatus.TRANSCRIBING, end_ms, job.duration_ms))
 
     try:
+        turns = speaker_turns(job, audio)
         if options.language in AUTO:
             builder.detected(*detect_language(audio, engine, options))
             options = replace(options, language=builder.language or "en")

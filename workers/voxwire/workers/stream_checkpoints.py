@@ -62,6 +62,7 @@ class StreamCheckpoint:
             "pending": [encode_message(m).decode() for m in r.pending],
             "finished": r.finished,
             "prompts": None if r.prompts is None else [p.model_dump() for p in r.prompts],
+            "speakers": [list(s) for s in r.speakers],
             "last": encode_message(self.last).decode() if self.last else None,
             "done": self.done,
         }
@@ -82,6 +83,10 @@ class StreamCheckpoint:
                 prompts=None
                 if body.get("prompts") is None
                 else _PROMPTS.validate_python(body["prompts"]),
+                speakers=tuple(
+                    (str(label), tuple(float(x) for x in total), float(weight))
+                    for label, total, weight in body.get("speakers", ())
+                ),
             )
             last = parse_message(body["last"]) if body["last"] else None
             return cls(base64.b64decode(body["start"]), resume, last, bool(body["done"]))

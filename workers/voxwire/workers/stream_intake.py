@@ -88,6 +88,11 @@ class SliceWork:
     decided_at: float
     """When the chunk (or end of stream) that made the endpointer ask arrived."""
 
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """``(start_ms, end_ms)``."""
+        return self.start_ms, self.end_ms
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PartialWork(SliceWork):

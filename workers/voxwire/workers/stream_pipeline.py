@@ -24,23 +24,22 @@ What each item becomes:
   ``PartialWork``; its text is kept, and the final with the same bounds (due
   when the pause reaches ``min_silence_ms``, 400 ms later by default) is
   committed with it at once instead of being transcribed again;
-- :class:`~voxwire.workers.stream_intake.FinalWork` -> a ``final`` and a match
-  per prompt heard; an empty transcript (silence, noise, markers only, a
-  hallucination) gives no final;
+- :class:`~voxwire.workers.stream_intake.FinalWork` -> a ``final`` (with its
+  speaker when diarized: :mod:`voxwire.workers.speakers.live`) and a match per
+  prompt heard; an empty transcript (silence, noise, markers, a hallucination) gives none;
 - :class:`~voxwire.workers.stream_intake.ProgressWork` -> a ``transcribing``
   progress message (``speech`` and ``lag_ms`` set), as does creation;
 - :class:`ReplayWork` -> the messages decided before the stream was resumed here.
 
 ``seq`` is strictly increasing across everything the session emits, from
 ``first_seq``; the same chunks, engine output and order of work give the same
-``seq`` values. An engine error costs one segment (a non-fatal error
-message); an unexpected exception ends the session (a fatal one).
+``seq`` values. An engine error costs one segment (a non-fatal error message);
+an unexpected exception ends the session (a fatal one).
 
 Latency. Every segment message carries :class:`~voxwire_client.messages.LatencyData`,
-the time from the end of the segment's audio to the message: ``vad_ms`` (the
-end of the audio arrived -> the endpointer decided; for a final, mostly the
-``min_silence_ms`` wait), ``queue_ms`` (decided -> the engine started) and
-``transcribe_ms``.
+from the end of the segment's audio to the message: ``vad_ms`` (the end of the audio
+arrived -> the endpointer decided; for a final, mostly the ``min_silence_ms``
+wait), ``queue_ms`` (decided -> the engine started) and ``transcribe_ms``.
 
 Threads. Call :meth:`~StreamSession.push`, :meth:`~StreamSession.end` and
 :meth:`~StreamSession.change_prompts` from one thread (ingestion), the
@@ -53,21 +52,21 @@ every message is numbered and emitted under the emit lock.
 from __future__ import annotations
 
 import logging
-import math
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
 from voxwire.core.codecs import chunk_decoder
-from voxwire.core.errors import ConfigError, VoxwireError
+from voxwire.core.errors import VoxwireError
 from voxwire.core.matching import Prompt
 from voxwire.core.metrics import STREAM_FINALS, STREAM_PARTIALS
 from voxwire.wire.records import FIRST_WORKER_SEQ
-from voxwire.workers.endpointing import EndpointConfig
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
 from voxwire.workers.pipeline import Emit
+from voxwire.workers.speakers.live import SpeakerState, StreamSpeakers
+from voxwire.workers.stream_config import StreamConfig as StreamConfig
+from voxwire.workers.stream_config import stream_config as stream_config
 from voxwire.workers.stream_intake import (
     SAMPLES_PER_MS,
     FinalWork,
@@ -80,63 +79,11 @@ from voxwire.workers.stream_intake import (
 from voxwire.workers.stream_queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
 from voxwire.workers.transcript import TranscriptBuilder
 from voxwire.workers.vad import Vad
-from voxwire_client.api import AudioCodec, PromptSpec, RedactMode, StreamRequest
+from voxwire_client.api import PromptSpec
 from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
 from voxwire_client.topics import validate_sid
 
 log = logging.getLogger(__name__)
-
-_LANGUAGE = re.compile(r"auto|[a-z]{2,3}")
-
-
-@dataclass(frozen=True, slots=True)
-class StreamConfig:
-    """Per-session settings of a live stream. Override with ``dataclasses.replace``.
-
-    Raises :class:`voxwire.core.errors.ConfigError` for values out of range."""
-
-    language: str = "en"
-    min_silence_ms: int = 600
-    min_speech_ms: int = 250
-    partial_interval_s: float = 2.0
-    max_segment_s: float = 30.0
-    vad_threshold: float = 0.5
-    redact: RedactMode = RedactMode.OFF
-    model: str | None = None
-    """The model's name, written on every segment."""
-    codec: AudioCodec = AudioCodec.PCM16  # and frame_ms: see voxwire.core.codecs
-    frame_ms: int = 20
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.language, str) or not _LANGUAGE.fullmatch(self.language):
-            raise ConfigError(
-                f"stream setting language={self.language!r} must be a language code "
-                "such as 'en', or 'auto'",
-                hint="change language in the session configuration",
-            )
-        if not (math.isfinite(self.vad_threshold) and 0.0 < self.vad_threshold < 1.0):
-            raise ConfigError(
-                f"stream setting vad_threshold={self.vad_threshold!r} must lie between 0 and 1",
-                hint="change vad_threshold in the session configuration",
-            )
-        self.endpointing  # noqa: B018 - validates the other settings
-
-    @property
-    def endpointing(self) -> EndpointConfig:
-        """The endpointer's settings (raises :class:`ConfigError` when out of range)."""
-        return EndpointConfig(
-            threshold=self.vad_threshold,
-            min_silence_ms=self.min_silence_ms,
-            min_speech_ms=self.min_speech_ms,
-            partial_interval_s=self.partial_interval_s,
-            max_segment_s=self.max_segment_s,
-        )
-
-
-def stream_config(request: StreamRequest) -> StreamConfig:
-    """The pipeline's settings for a stream as a client asked for it."""
-    settings = request.model_dump(exclude={"prompts", "redact"})
-    return StreamConfig(**settings, redact=request.redact or RedactMode.OFF)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +108,7 @@ class Resume:
     """The transcript was emitted: nothing more but ``pending``."""
     prompts: tuple[PromptSpec, ...] | None = None
     """The standing prompts, when changed since the start (None: the start's)."""
+    speakers: SpeakerState = ()
 
 
 Outcome = list[Segment] | BaseException | None
@@ -229,6 +177,7 @@ class StreamSession:
         self._likely: tuple[int, int, str] | None = None  # a likely final's (start, end, text)
         self._finished = start.finished
         self._partials = PartialTally()
+        self._speakers = StreamSpeakers(config.diarize, config.max_speakers, start.speakers)
         if resume is None:
             self._queue.put(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
         else:
@@ -252,6 +201,7 @@ class StreamSession:
             self._pending,
             self._finished,
             prompts,
+            self._speakers.state(),
         )
 
     @property
@@ -436,7 +386,8 @@ class StreamSession:
             self._builder.end_segment()
             self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
             if text:
-                self._emit_all(self._builder.final(work.start_ms, work.end_ms, text, latency))
+                for one in self._speakers.pieces(*work.bounds, text, work.audio):
+                    self._emit_all(self._builder.final(*one.span, latency, speaker=one.speaker))
 
     def finish(self) -> None:
         """After :meth:`end` and the work it queued: emit the transcript and the

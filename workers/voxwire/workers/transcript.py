@@ -162,11 +162,18 @@ class TranscriptBuilder:
         self._last_partial = None
 
     def final(
-        self, start_ms: int, end_ms: int, text: str, latency: LatencyData | None = None
+        self,
+        start_ms: int,
+        end_ms: int,
+        text: str,
+        latency: LatencyData | None = None,
+        *,
+        speaker: str | None = None,
     ) -> list[Message]:
-        """Commit a final: its message, then a match message per prompt heard."""
+        """Commit a final (of ``speaker`` when diarized): its message, then a
+        match message per prompt heard."""
         self.end_segment()
-        data = self._segment(start_ms, end_ms, self._redacted(text))
+        data = self._segment(start_ms, end_ms, self._redacted(text), speaker)
         if self._redact is not RedactMode.OFF:
             self._tail = Redactor.tail(text, self._tail)
         self.finals.append(data)
@@ -237,7 +244,9 @@ class TranscriptBuilder:
             return text
         return redactor().redact(text, self._redact, partial=partial, before=self._tail)
 
-    def _segment(self, start_ms: int, end_ms: int, text: str) -> SegmentData:
+    def _segment(
+        self, start_ms: int, end_ms: int, text: str, speaker: str | None = None
+    ) -> SegmentData:
         """A segment of the next final's index."""
         index = len(self.finals)
         return SegmentData(
@@ -248,6 +257,7 @@ class TranscriptBuilder:
             text=text,
             language=self.language,
             language_prob=self.language_prob,
+            speaker=speaker,
             model=self.model,
         )
 

@@ -1,0 +1,171 @@
+"""Diarization: who spoke when, in files and in live streams, on voices whose
+turns are known (espeak-ng), with the real speaker encoder and Silero VAD."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.multilingual import have_espeak
+from tests.workers.speech import Turn, conversation
+from tests.workers.test_stream_pipeline import Clock, OneStream, ScriptedEngine, feed
+from voxwire.core.errors import ModelError
+from voxwire.models import speaker
+from voxwire.workers.engine import EngineOptions
+from voxwire.workers.speakers import files
+from voxwire.workers.speakers.encoder import SpeakerEncoder, shared_encoder
+from voxwire.workers.speakers.files import DiarizationOptions, diarize, split_segment
+from voxwire.workers.speakers.tracker import SpeakerTracker, TrackerConfig
+from voxwire.workers.stream_checkpoints import StreamCheckpoint
+from voxwire.workers.stream_pipeline import Resume, StreamConfig
+from voxwire.workers.vad import SileroVad
+from voxwire_client.messages import Message, SegmentMessage
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def encoder() -> SpeakerEncoder:
+    return shared_encoder()
+
+
+def _who(turns: list[Turn], found: list[files.Turn]) -> list[str]:
+    """The label that covers most of each known turn."""
+    labels = []
+    for turn in turns:
+        spoken: Counter[str] = Counter()
+        for got in found:
+            spoken[got.speaker] += max(
+                0, min(turn.end_ms, got.end_ms) - max(turn.start_ms, got.start_ms)
+            )
+        labels.append(spoken.most_common(1)[0][0] if spoken else "none")
+    return labels
+
+
+def test_two_voices_alternating_get_two_labels_that_follow_the_turns(
+    encoder: SpeakerEncoder, tmp_path: Path
+) -> None:
+    audio, turns = conversation([0, 1, 0, 1, 0, 1], tmp_path)
+    found = diarize(audio, encoder)
+    assert {t.speaker for t in found} == {"S1", "S2"}
+    assert _who(turns, found) == ["S1", "S2", "S1", "S2", "S1", "S2"]
+
+
+def test_one_voice_gets_one_label(encoder: SpeakerEncoder, tmp_path: Path) -> None:
+    audio, turns = conversation([1, 1, 1, 1], tmp_path)
+    found = diarize(audio, encoder)
+    assert {t.speaker for t in found} == {"S1"}
+    assert _who(turns, found) == ["S1"] * 4
+
+
+def test_bounds_on_the_number_of_speakers_are_kept(encoder: SpeakerEncoder, tmp_path: Path) -> None:
+    audio, _ = conversation([0, 1, 0, 1], tmp_path)
+    one = diarize(audio, encoder, DiarizationOptions(max_speakers=1))
+    assert {t.speaker for t in one} == {"S1"}
+    three = diarize(audio, encoder, DiarizationOptions(min_speakers=3))
+    assert {t.speaker for t in three} == {"S1", "S2", "S3"}
+
+
+def test_a_segment_over_a_change_of_speaker_is_split_there(
+    encoder: SpeakerEncoder, tmp_path: Path
+) -> None:
+    audio, turns = conversation([0, 1], tmp_path)
+    found = diarize(audio, encoder)
+    first, second = turns
+    text = "Good morning everyone, thank you for joining. Thanks for having me here."
+    pieces = split_segment(first.start_ms, second.end_ms, text, found)
+    assert [p.speaker for p in pieces] == ["S1", "S2"]
+    assert " ".join(p.text for p in pieces) == text
+    assert pieces[0].text.endswith("joining.")
+    assert pieces[0].end_ms == pieces[1].start_ms
+    assert first.end_ms - 500 <= pieces[0].end_ms <= second.start_ms + 500
+    inside = split_segment(first.start_ms + 500, first.end_ms - 500, "good morning", found)
+    assert [(p.speaker, p.text) for p in inside] == [("S1", "good morning")]
+
+
+def _stream(
+    audio: np.ndarray, config: StreamConfig, sid: str = "diarized"
+) -> tuple[list[SegmentMessage], OneStream]:
+    got: list[Message] = []
+    clock = Clock()
+    session = OneStream(
+        sid, ScriptedEngine(), EngineOptions(), config, (), got.append, vad=SileroVad(), now=clock
+    )
+    feed(session, audio, clock)
+    finals = [m for m in got if isinstance(m, SegmentMessage) and m.type == "final"]
+    return finals, session
+
+
+def test_live_labels_stay_the_same_after_a_long_pause(tmp_path: Path) -> None:
+    voices = [0, 1, 0, 1, 1, 0]
+    audio, turns = conversation(voices, tmp_path, pauses={4: 150.0})  # 2.5 minutes of silence
+    finals, _ = _stream(audio, StreamConfig(diarize=True))
+    assert len(finals) == len(turns)
+    for final, turn in zip(finals, turns, strict=True):
+        assert turn.start_ms - 500 <= final.segment.start_ms <= turn.end_ms
+    assert [f.segment.speaker for f in finals] == ["S1", "S2", "S1", "S2", "S2", "S1"]
+
+
+def test_live_one_voice_one_label_and_no_label_unless_asked(tmp_path: Path) -> None:
+    audio, turns = conversation([1, 1, 1], tmp_path)
+    finals, _ = _stream(audio, StreamConfig(diarize=True))
+    assert [f.segment.speaker for f in finals] == ["S1"] * len(turns)
+    plain, _ = _stream(audio, StreamConfig())
+    assert [f.segment.speaker for f in plain] == [None] * len(turns)
+
+
+def test_a_resumed_stream_keeps_its_speakers(tmp_path: Path) -> None:
+    """Another worker going on from the checkpoint names the voices as before."""
+    first, _ = conversation([0, 1], tmp_path)
+    finals, session = _stream(first, StreamConfig(diarize=True))
+    assert [f.segment.speaker for f in finals] == ["S1", "S2"]
+    resume = session.resume_point()
+    assert [label for label, _, _ in resume.speakers] == ["S1", "S2"]
+    tracker = SpeakerTracker.restore(TrackerConfig(), resume.speakers)
+    later, _ = conversation([1, 0], tmp_path)
+    encoder = shared_encoder()
+    half = len(later) // 2
+    labels = [
+        tracker.assign(encoder.embed_utterance(p), 3000) for p in (later[:half], later[half:])
+    ]
+    assert labels == ["S2", "S1"]
+
+
+def test_the_tracker_never_renames_and_keeps_its_limits() -> None:
+    """Pure: vectors in, labels out."""
+    a, b, c = np.eye(3, dtype=np.float32)
+    tracker = SpeakerTracker(TrackerConfig(max_speakers=2, min_new_ms=1000))
+    assert tracker.assign(a, 2000) == "S1"
+    assert tracker.assign(b, 500) == "S1"  # too short to open a speaker
+    assert tracker.assign(b, 2000) == "S2"
+    assert tracker.assign(c, 2000) in ("S1", "S2")  # at most two
+    assert tracker.assign(a, 2000) == "S1"
+    assert tracker.labels == ("S1", "S2")
+
+
+def test_the_weights_are_read_without_torch_and_checked() -> None:
+    weights = speaker.load_or_install()
+    assert weights["lstm.weight_ih_l0"].shape == (1024, 40)
+    assert weights["lstm.weight_hh_l2"].shape == (1024, 256)
+    assert weights["linear.weight"].shape == (256, 256)
+    with pytest.raises(ModelError, match="checksum"):
+        speaker.convert(b"\x80\x02not the weights")
+
+
+def test_the_speakers_survive_the_checkpoint_encoding() -> None:
+    """What Redis keeps for a stream carries its speakers (a takeover names them alike)."""
+    tracker = SpeakerTracker()
+    a, b = np.eye(2, 256, dtype=np.float32)
+    assert [tracker.assign(a, 2000), tracker.assign(b, 2000)] == ["S1", "S2"]
+    saved = StreamCheckpoint(b"start", Resume(5, speakers=tracker.state())).encode()
+    restored = SpeakerTracker.restore(
+        TrackerConfig(), StreamCheckpoint.decode(saved).resume.speakers
+    )
+    assert restored.labels == ("S1", "S2")
+    assert restored.assign(b, 1500) == "S2" and restored.assign(a, 1500) == "S1"
