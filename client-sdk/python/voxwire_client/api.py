@@ -199,6 +199,7 @@ class StreamRequest(_Model):
         if frame_ms not in OPUS_FRAME_MS:
             raise ValueError(f"frame_ms must be one of {OPUS_FRAME_MS}, not {frame_ms}")
         return frame_ms
+
     diarize: bool = Field(
         default=False,
         description="label each final with its speaker (S1, S2... in order of appearance); "
