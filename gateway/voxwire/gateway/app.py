@@ -1,7 +1,9 @@
 """The HTTP gateway (FastAPI): upload, session status, transcripts, history, search, health,
 and the web app (``/app/``).
 
-Every API route but ``/healthz`` and ``/metrics`` needs an API key: ``Authorization: Bearer
+``/healthz`` (alive), ``/readyz`` (every dependency answers: 200, else 503 with a reason
+for each; :mod:`voxwire.core.readiness`) and ``/metrics`` need no key. Every other API route
+needs an API key: ``Authorization: Bearer
 <key>`` or ``X-API-Key: <key>``. The routes of one session (``/v1/sessions/{sid}...``) also
 take a session token from ``POST /v1/tokens`` that names it. Errors are JSON bodies of
 :class:`ErrorBody`.
@@ -37,6 +39,7 @@ from voxwire.core.errors import (
 )
 from voxwire.core.metrics import RATE_LIMITED
 from voxwire.core.ratelimit import RateLimitedError, RateLimits
+from voxwire.core.readiness import Readiness, ReadinessReport
 from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.languages import served_models
@@ -97,6 +100,8 @@ class GatewayContext:
     """Signs browser session tokens; None: the settings' issuer."""
     device: str | None = None
     """Where this process's engines run (``cuda:0 (NVIDIA H200)``, ``cpu``); None: elsewhere."""
+    readiness: Readiness = field(default_factory=Readiness)
+    """What ``/readyz`` asks: the dependencies of this process's roles."""
 
 
 def _status_for(exc: VoxwireError) -> int:
@@ -188,6 +193,12 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             device=ctx.device,
             models=served_models(settings),
         )
+
+    @app.get("/readyz", response_model=ReadinessReport, tags=["health"], responses={503: {}})
+    async def ready() -> JSONResponse:
+        """Whether each dependency answers now; 503 names those that do not."""
+        report = await ctx.readiness.report()
+        return JSONResponse(report.model_dump(), status_code=report.http_status)
 
     @app.post(
         "/v1/sessions",

@@ -100,7 +100,10 @@ class ListenSettings(BaseModel):
     mqtt_port: int = Field(default=1883, ge=0, le=65535)
     ws_port: int = Field(default=8083, ge=0, le=65535)
     metrics_port: int | None = Field(
-        default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"
+        default=None,
+        ge=1,
+        le=65535,
+        description="a worker or bridge process serves /healthz, /readyz and /metrics here",
     )
 
     @property

@@ -29,9 +29,9 @@ from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.queries import QueryService
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.dynsec import DynsecAccess
-from voxwire.core import metrics
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConfigError, MqttError
+from voxwire.core.readiness import Flag
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.brokers import ingest, publisher
@@ -134,7 +134,10 @@ async def start_worker(
 ) -> tuple[list[asyncio.Task[None]], str | None]:
     """The worker's tasks, and where its engines run (:func:`engine_device`)."""
     settings = adapters.settings
+    loading = Flag(f"loading {model_path or settings.engine.model} on {settings.engine.device}")
+    adapters.readiness.add_flag("engine", loading)
     live, files = await asyncio.to_thread(load_engines, settings, model_path)
+    loading.why = None
 
     async def close_engines() -> None:
         for engine in live + files:
@@ -148,8 +151,6 @@ async def start_worker(
     )
     log.info("live streams: engines of %s threads", "+".join(map(str, stream_engines(settings))))
     checkpoints = await adapters.checkpoints()
-    if settings.listen.metrics_port:
-        metrics.serve(settings.listen.metrics_port, settings.listen.host)
     bus = await adapters.bus()
     file_worker = FileWorker(bus, adapters.blobs(), files, options)
     live_options = replace(options, threads=min(stream_engines(settings)))
@@ -184,11 +185,19 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     relay = ResultRelay(bus, store, publishing, expiry_s=settings.limits.message_expiry_s)
     indexer = SegmentIndexer(bus, store, index)
     queries = QueryService(bus, store, index, publishing)
+    intake = ingest(link, bus, settings)
+    where = f"broker at {link.host}:{link.port}"
+
+    def connections() -> str | None:
+        down = [name for name, c in (("relay", publishing), ("ingest", intake)) if not c.connected]
+        return f"{' and '.join(down)} not connected to the {where}" if down else None
+
+    adapters.readiness.add_flag("mqtt", connections)
     return [
         asyncio.create_task(relay.run(), name="relay"),
         asyncio.create_task(indexer.run(), name="indexer"),
         asyncio.create_task(queries.run(), name="queries"),
-        asyncio.create_task(ingest(link, bus, settings).run(), name="ingest"),
+        asyncio.create_task(intake.run(), name="ingest"),
     ]
 
 
@@ -207,6 +216,11 @@ async def start_gateway(
     bus = await adapters.bus()
     index = await adapters.search()
     access = await adapters.access()
+    if isinstance(access, DynsecAccess):
+        admin = access
+        adapters.readiness.add_flag(
+            "mqtt", lambda: None if admin.connected else "dynsec admin connection down"
+        )
     http_socket = listen(adapters.settings.listen.host, adapters.settings.listen.http_port)
     adapters.bind(http_port=http_socket.getsockname()[1])
     context = GatewayContext(
@@ -219,6 +233,7 @@ async def start_gateway(
         search=index,
         access=access,
         tokens=adapters.tokens(),
+        readiness=adapters.readiness,
     )
     config = uvicorn.Config(
         create_app(context),
@@ -251,7 +266,7 @@ async def sweep_tokens(access: DynsecAccess, every_s: float = 60.0) -> None:
         await asyncio.sleep(every_s)
 
 
-def listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int, setting: str = "http_port") -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -259,8 +274,8 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ConfigError(
-            f"cannot listen on {host}:{port} for HTTP: {exc.strerror}",
-            hint="another voxwire may be running; stop it or choose another --http-port",
+            f"cannot listen on {host}:{port} ({setting}): {exc.strerror}",
+            hint=f"another voxwire may be running; stop it or choose another {setting}",
         ) from exc
     sock.listen(128)
     sock.setblocking(False)
