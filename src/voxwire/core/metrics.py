@@ -44,4 +44,3 @@ LIVE_STREAMS = Gauge("voxwire_live_streams", "Live streams a worker is transcrib
 STREAMS_REFUSED = Counter(
     "voxwire_streams_refused", "Live streams refused because the workers were full"
 )
-

@@ -1,8 +1,9 @@
 """The roles a process runs, each started from the adapters it needs.
 
 - ``worker``: the file worker (uploads) and the stream worker (live audio),
-  on ``workers + 1`` engine instances (the first one serves live streams), on
-  the ``device`` setting's device;
+  on ``workers`` engine instances for files and :func:`stream_engines` for
+  streams, on the ``device`` setting's device; ``worker_kind`` = ``files`` or
+  ``streams`` runs only one of them (and loads only its engines);
 - ``bridge``: the relay (results -> store -> broker), the segment indexer,
   prompt queries and the ingest (what clients publish -> bus);
 - ``gateway``: the HTTP API on ``host:http_port``.
@@ -106,9 +107,10 @@ def load_engines(settings: Settings, model_path: Path | None) -> tuple[list[Engi
     device (logged, with why)."""
     model = model_path or settings.engine.model  # each engine resolves a name
     on = {"device": settings.engine.device, "compute_type": settings.engine.compute_type}
-    live = stream_engines(settings)
+    kind = settings.engine.worker_kind
+    live = stream_engines(settings) if kind != "files" else []
     count = len(live)
-    plan = live + [settings.engine.threads] * settings.engine.workers
+    plan = live + [settings.engine.threads] * settings.engine.workers * (kind != "streams")
     engines: list[Engine] = []
     try:
         for each in plan:
@@ -149,25 +151,26 @@ async def start_worker(
         beam_size=settings.engine.beam_size,
         threads=settings.engine.threads,
     )
-    log.info("live streams: engines of %s threads", "+".join(map(str, stream_engines(settings))))
-    checkpoints = await adapters.checkpoints()
     bus = await adapters.bus()
-    file_worker = FileWorker(bus, adapters.blobs(), files, options)
-    live_options = replace(options, threads=min(stream_engines(settings)))
-    streams = StreamWorker(
-        bus,
-        live,
-        live_options,
-        checkpoints=checkpoints,
-        batch_finals=settings.engine.batch_finals,
-        max_streams=settings.engine.max_streams,
-        threads=stream_engines(settings),
-        cores=cpu_cores(),
-    )
-    return [
-        asyncio.create_task(file_worker.run(), name="worker"),
-        asyncio.create_task(streams.run(), name="streams"),
-    ], engine_device(live)
+    tasks = []
+    if files:
+        file_worker = FileWorker(bus, adapters.blobs(), files, options)
+        tasks.append(asyncio.create_task(file_worker.run(), name="worker"))
+    if live:
+        threads = stream_engines(settings)
+        log.info("live streams: engines of %s threads", "+".join(map(str, threads)))
+        streams = StreamWorker(
+            bus,
+            live,
+            replace(options, threads=min(threads)),
+            checkpoints=await adapters.checkpoints(),
+            batch_finals=settings.engine.batch_finals,
+            max_streams=settings.engine.max_streams,
+            threads=threads,
+            cores=cpu_cores(),
+        )
+        tasks.append(asyncio.create_task(streams.run(), name="streams"))
+    return tasks, engine_device(live or files)
 
 
 # -- bridge ------------------------------------------------------------------------------
