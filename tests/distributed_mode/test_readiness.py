@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.distributed import DistributedPlatform, free_port
-from voxwire.platform.probes import HEALTH_PATH, READY_PATH
+from voxwire.core.readiness import HEALTH_PATH, READY_PATH
 
 
 def closed_port() -> int:

@@ -14,8 +14,7 @@ import pytest
 from tests.helpers import PlatformThread
 from voxwire.bus.kafka import KafkaBus
 from voxwire.core.config import Settings
-from voxwire.core.readiness import Readiness
-from voxwire.platform.probes import HEALTH_PATH, READY_PATH
+from voxwire.core.readiness import HEALTH_PATH, READY_PATH, Readiness
 
 
 @pytest.fixture(scope="module")

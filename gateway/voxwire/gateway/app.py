@@ -39,7 +39,13 @@ from voxwire.core.errors import (
 )
 from voxwire.core.metrics import RATE_LIMITED
 from voxwire.core.ratelimit import RateLimitedError, RateLimits
-from voxwire.core.readiness import Readiness, ReadinessReport
+from voxwire.core.readiness import (
+    HEALTH_PATH,
+    METRICS_PATH,
+    READY_PATH,
+    Readiness,
+    ReadinessReport,
+)
 from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.languages import served_models
@@ -177,12 +183,12 @@ def create_app(ctx: GatewayContext) -> FastAPI:
 
     Owned = Annotated[SessionRecord, Depends(session_access)]
 
-    @app.get("/metrics", tags=["health"], response_class=Response)
+    @app.get(METRICS_PATH, tags=["health"], response_class=Response)
     async def metrics() -> Response:
         """This process's counters, Prometheus text format (no secrets, no session data)."""
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/healthz", response_model=Health, tags=["health"])
+    @app.get(HEALTH_PATH, response_model=Health, tags=["health"])
     async def health() -> Health:
         return Health(
             status="ok",
@@ -194,7 +200,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             models=served_models(settings),
         )
 
-    @app.get("/readyz", response_model=ReadinessReport, tags=["health"], responses={503: {}})
+    @app.get(READY_PATH, response_model=ReadinessReport, tags=["health"], responses={503: {}})
     async def ready() -> JSONResponse:
         """Whether each dependency answers now; 503 names those that do not."""
         report = await ctx.readiness.report()

@@ -30,6 +30,13 @@ from voxwire.core.errors import VoxwireError
 Check = Callable[[], Awaitable[str | None]]
 """Returns a note (None: "ok") when the dependency answers; raises when it does not."""
 
+HEALTH_PATH = "/healthz"
+"""Liveness: the process answers (it looks at nothing else)."""
+READY_PATH = "/readyz"
+"""Readiness: every dependency answers (:class:`ReadinessReport`)."""
+METRICS_PATH = "/metrics"
+"""Prometheus text."""
+
 DEFAULT_TIMEOUT_S = 2.0
 _REASON_CHARS = 240
 

@@ -19,14 +19,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from voxwire.core.readiness import Readiness
+from voxwire.core.readiness import HEALTH_PATH, METRICS_PATH, READY_PATH, Readiness
 from voxwire.platform.roles import listen
 
 log = logging.getLogger(__name__)
 
-HEALTH_PATH = "/healthz"
-READY_PATH = "/readyz"
-METRICS_PATH = "/metrics"
 PROBES = "probes"
 """The task that serves them: stopped by asking uvicorn to exit, not cancelled."""
 
