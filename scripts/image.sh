@@ -4,8 +4,9 @@
 #
 #   scripts/image.sh build   .cache/image/oci (an OCI layout, tag voxwire:<version>) and
 #                            .cache/image/voxwire.tar (the same as an OCI archive)
-#   scripts/image.sh smoke   run the image with podman (runc): `voxwire up` in it, a file
-#                            transcribed through it from here
+#   scripts/image.sh smoke [FILE]  run the image with podman (runc), read-only, no
+#                            capabilities: `voxwire up` in it, FILE (default: the eval's
+#                            whisper_jfk.flac) transcribed through it from here
 #
 # How: mmdebstrap makes a minimal Debian root filesystem (python3, CA certificates) at the
 # last commit's time (SOURCE_DATE_EPOCH); pip installs voxwire and its dependencies into
@@ -84,10 +85,41 @@ build() {
     echo "manifest: $(umoci stat --image "$WORK/oci:$TAG" --json >/dev/null && sed -n 's/.*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p' "$WORK/oci/index.json")"
 }
 
+# podman with runc: crun 1.8 refuses hybrid cgroups, and without CAP_SYS_RESOURCE (as here)
+# podman's default limits cannot be set: ask for lower ones
+PODMAN=(podman --runtime runc)
+LIMITS=(--ulimit nproc=4096:4096 --ulimit "nofile=$(ulimit -n):$(ulimit -Hn)")
+
+smoke() {
+    need podman runc
+    [[ -f $WORK/voxwire.tar ]] || build
+    "${PODMAN[@]}" load -q -i "$WORK/voxwire.tar" >&2
+    # globals: the EXIT trap reads them after this function returns
+    name=voxwire-smoke-$$ port=${VOXWIRE_SMOKE_PORT:-18900} data=$(mktemp -d)
+    install -d -o 10001 -g 10001 "$data/tmp" "$data/lib"
+    trap '"${PODMAN[@]}" rm -f "$name" >/dev/null 2>&1; rm -rf "$data"' EXIT
+    "${PODMAN[@]}" run -d --name "$name" --network host --read-only --cap-drop ALL \
+        --security-opt no-new-privileges "${LIMITS[@]}" \
+        -v "$data/tmp:/tmp" -v "$data/lib:/var/lib/voxwire" "localhost/$TAG" \
+        up --http-port "$port" --mqtt-port $((port + 1)) --ws-port $((port + 2)) >/dev/null
+    for _ in $(seq 120); do
+        curl -sf -m 3 "http://127.0.0.1:$port/readyz" >/dev/null && break
+        sleep 1
+    done
+    curl -sf -m 3 "http://127.0.0.1:$port/readyz" || { "${PODMAN[@]}" logs "$name" >&2; exit 1; }
+    echo
+    local key
+    key=$("${PODMAN[@]}" logs "$name" 2>&1 | grep -o 'vxk_[A-Za-z0-9_-]*' | head -1)
+    VOXWIRE_CONFIG_DIR=$data VOXWIRE_URL=http://127.0.0.1:$port VOXWIRE_API_KEY=$key \
+        VOXWIRE_MQTT_URL=mqtt://127.0.0.1:$((port + 1)) \
+        "$ROOT/.venv/bin/voxwire" transcribe "${1:-$ROOT/../shared/eval/audio/whisper_jfk.flac}"
+}
+
 case "${1:-}" in
     build) build ;;
+    smoke) smoke "${@:2}" ;;
     *)
-        sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
         exit 2
         ;;
 esac
