@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JS := client-sdk/js
 JS_STAMP := $(JS)/node_modules/.installed
 
-.PHONY: run test test-js web lint typecheck layers pytest bench contract models clean help services services-stop run-distributed
+.PHONY: run test test-js web lint typecheck layers pytest bench contract models clean help services services-stop run-distributed helm image
 
 help:
 	@echo "make run     start voxwire (embedded: broker, workers, gateway, web app) in the foreground"
@@ -17,6 +17,8 @@ help:
 	@echo "make services  start Mosquitto, Kafka, PostgreSQL, Redis, OpenSearch (loopback)"
 	@echo "make services-stop  stop them"
 	@echo "make run-distributed  gateway, worker and bridge on those services"
+	@echo "make image   build the OCI image (all roles) into .cache/image"
+	@echo "make helm    lint and render the Helm chart, every object checked against the Kubernetes API types"
 
 $(STAMP): pyproject.toml client-sdk/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,6 +68,7 @@ layers: $(STAMP)
 pytest: $(STAMP) $(JS_STAMP) services
 	scripts/services.sh browser
 	scripts/services.sh speech
+	scripts/helm.sh tools
 	$(BIN)/voxwire models install
 	$(BIN)/pytest -q
 
@@ -82,6 +85,14 @@ bench: $(STAMP) services
 	$(BIN)/python benchmarks/bench_redaction.py
 	$(BIN)/python benchmarks/bench_load.py
 	$(BIN)/python benchmarks/bench_load.py --mode distributed
+
+# the OCI image, from Debian packages (mmdebstrap) and the pinned wheels, packed by umoci
+image: $(STAMP)
+	scripts/image.sh build
+
+# helm and the manifest validator are built from the Go module proxy into .cache/tools
+helm:
+	scripts/helm.sh check
 
 contract: $(STAMP)
 	$(BIN)/voxwire contract --out client-sdk/contract

@@ -117,12 +117,15 @@ class DistributedPlatform:
         self.wait_ready()
         return self
 
-    def spawn(self, name: str) -> subprocess.Popen[bytes]:
+    def spawn(self, name: str, **settings: str) -> subprocess.Popen[bytes]:
+        """Start process ``name`` (its role, then ``-anything``); ``settings`` are this
+        process's own, over the platform's."""
         role = name.split("-")[0]
+        env = self.env | {f"VOXWIRE_{k.upper()}": v for k, v in settings.items()}
         log = (self.log_dir / f"{name}.log").open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "voxwire.cli", role],
-            env=self.env,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.distributed import free_port, services_env
 from tests.helpers import EVAL_DIR
+from voxwire.core.readiness import READY_PATH
 from voxwire_client import Client
 from voxwire_client.config import load_config
 
@@ -26,12 +27,13 @@ pytestmark = pytest.mark.timeout(300)
 def test_up_distributed_serves_on_the_given_port_in_its_namespace(tmp_path: Path) -> None:
     services = services_env()
     namespace = "u" + secrets.token_hex(4)
-    port = free_port()
+    port, probes = free_port(), free_port()
     env = {
         **os.environ,
         **services,
         "VOXWIRE_NAMESPACE": namespace,
         "VOXWIRE_INGEST_SESSION_EXPIRY_S": "60",
+        "VOXWIRE_METRICS_PORT": str(probes),
         "VOXWIRE_CONFIG_DIR": str(tmp_path / "config"),
         "VOXWIRE_CONFIG": str(tmp_path / "config" / "server.toml"),
     }
@@ -61,6 +63,9 @@ def test_up_distributed_serves_on_the_given_port_in_its_namespace(tmp_path: Path
         with Client(url, api_key, client_config.mqtt_url, timeout=120) as client:
             result = client.transcribe(path)
         assert "country" in result.text
+        for role, at in (("worker", probes), ("bridge", probes + 1)):  # one port each
+            ready = httpx.get(f"http://127.0.0.1:{at}{READY_PATH}", timeout=10)
+            assert ready.status_code == 200, (role, ready.text)
         assert any((tmp_path / "data").rglob("*")), "the gateway keeps audio in --data-dir"
     finally:
         roles = psutil.Process(process.pid).children()

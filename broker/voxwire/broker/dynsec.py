@@ -102,6 +102,11 @@ class DynsecAccess:
                 hint=exc.hint,
             ) from exc
 
+    @property
+    def connected(self) -> bool:
+        """Whether the admin connection to the broker is up now."""
+        return self._connection.connected
+
     def close(self) -> None:
         self._connection.close()
 

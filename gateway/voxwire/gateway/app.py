@@ -1,7 +1,9 @@
 """The HTTP gateway (FastAPI): upload, session status, transcripts, history, search, health,
 and the web app (``/app/``).
 
-Every API route but ``/healthz`` and ``/metrics`` needs an API key: ``Authorization: Bearer
+``/healthz`` (alive), ``/readyz`` (every dependency answers: 200, else 503 with a reason
+for each; :mod:`voxwire.core.readiness`) and ``/metrics`` need no key. Every other API route
+needs an API key: ``Authorization: Bearer
 <key>`` or ``X-API-Key: <key>``. The routes of one session (``/v1/sessions/{sid}...``) also
 take a session token from ``POST /v1/tokens`` that names it. Errors are JSON bodies of
 :class:`ErrorBody`.
@@ -37,6 +39,13 @@ from voxwire.core.errors import (
 )
 from voxwire.core.metrics import RATE_LIMITED
 from voxwire.core.ratelimit import RateLimitedError, RateLimits
+from voxwire.core.readiness import (
+    HEALTH_PATH,
+    METRICS_PATH,
+    READY_PATH,
+    Readiness,
+    ReadinessReport,
+)
 from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.languages import served_models
@@ -97,6 +106,8 @@ class GatewayContext:
     """Signs browser session tokens; None: the settings' issuer."""
     device: str | None = None
     """Where this process's engines run (``cuda:0 (NVIDIA H200)``, ``cpu``); None: elsewhere."""
+    readiness: Readiness = field(default_factory=Readiness)
+    """What ``/readyz`` asks: the dependencies of this process's roles."""
 
 
 def _status_for(exc: VoxwireError) -> int:
@@ -172,12 +183,12 @@ def create_app(ctx: GatewayContext) -> FastAPI:
 
     Owned = Annotated[SessionRecord, Depends(session_access)]
 
-    @app.get("/metrics", tags=["health"], response_class=Response)
+    @app.get(METRICS_PATH, tags=["health"], response_class=Response)
     async def metrics() -> Response:
         """This process's counters, Prometheus text format (no secrets, no session data)."""
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/healthz", response_model=Health, tags=["health"])
+    @app.get(HEALTH_PATH, response_model=Health, tags=["health"])
     async def health() -> Health:
         return Health(
             status="ok",
@@ -188,6 +199,12 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             device=ctx.device,
             models=served_models(settings),
         )
+
+    @app.get(READY_PATH, response_model=ReadinessReport, tags=["health"], responses={503: {}})
+    async def ready() -> JSONResponse:
+        """Whether each dependency answers now; 503 names those that do not."""
+        report = await ctx.readiness.report()
+        return JSONResponse(report.model_dump(), status_code=report.http_status)
 
     @app.post(
         "/v1/sessions",

@@ -95,6 +95,21 @@ class KafkaBus:
                 ) from exc
         await done
 
+    async def ping(self, timeout_s: float = 1.5) -> str:
+        """A metadata round trip to the cluster (readiness): how many brokers it has."""
+
+        def brokers() -> int:
+            try:
+                return len(self._producer.list_topics(timeout=timeout_s).brokers)
+            except KafkaException as exc:
+                raise BusError(
+                    f"Kafka at {self._bootstrap} did not answer: {kafka_error(exc) or exc}"
+                ) from exc
+
+        if self._failure is not None:
+            raise self._failure
+        return f"{await asyncio.to_thread(brokers)} broker(s)"
+
     def subscribe(self, topic: str, group: str) -> KafkaSubscription:
         if self._closed:
             raise BusError(f"bus is closed; cannot subscribe to {topic}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from voxwire.bus.base import Bus, Record, Subscription
+from voxwire.core.readiness import Pingable
 
 
 class _NamespacedSubscription:
@@ -43,6 +44,9 @@ class NamespacedBus:
     def subscribe(self, topic: str, group: str) -> Subscription:
         inner = self._inner.subscribe(self.prefix + topic, self.prefix + group)
         return _NamespacedSubscription(inner, self.prefix)
+
+    async def ping(self) -> str | None:
+        return await self._inner.ping() if isinstance(self._inner, Pingable) else None
 
     async def close(self) -> None:
         await self._inner.close()

@@ -35,8 +35,9 @@ def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
     )
     path = save_config(client)
     env = os.environ | {f"VOXWIRE_{name.upper()}": value for name, value in overrides.items()}
+    command = [sys.executable, "-m", "voxwire.cli"]
     children = [
-        subprocess.Popen([sys.executable, "-m", "voxwire.cli", role], env=env)  # noqa: S603
+        subprocess.Popen([*command, role], env=env | _own(role, settings))  # noqa: S603
         for role in ROLES
     ]
     console.print(
@@ -59,6 +60,15 @@ def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
                 child.wait(20)
             except subprocess.TimeoutExpired:
                 child.kill()
+
+
+def _own(role: str, settings: Settings) -> dict[str, str]:
+    """A role's own settings: the worker serves its probes on ``metrics_port``, the
+    bridge on the next port (one machine: they cannot share it)."""
+    port = settings.listen.metrics_port
+    if port and role == "bridge":
+        return {"VOXWIRE_METRICS_PORT": str(port + 1)}
+    return {}
 
 
 async def _new_key(settings: Settings) -> NewKey:

@@ -12,7 +12,8 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
-                 stream_engines, max_streams, batch_finals, device, compute_type
+                 stream_engines, max_streams, batch_finals, device, compute_type,
+                 worker_kind
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
     .security    token_secret, hook_secret, redact, redact_tenants
@@ -32,7 +33,8 @@ set explicitly wins over the preset::
 
 Refused combinations (:class:`~voxwire.core.errors.ConfigError`, with a hint):
 
-- ``broker=external`` with an ``mqtt_url`` that is not ``mqtt://`` or ``mqtts://``.
+- ``broker=external`` (or ``emqx``) with an ``mqtt_url`` that is not ``mqtt://`` or
+  ``mqtts://``.
 - ``ws_tls_cert`` without ``ws_tls_key`` or the other way round, or either file missing.
 
 A process that runs only some roles has more rules (``voxwire.platform``).
@@ -66,7 +68,7 @@ from voxwire_client.api import RedactMode
 BusName = Literal["memory", "kafka"]
 StoreName = Literal["sqlite", "postgres"]
 SearchName = Literal["sqlite", "opensearch"]
-BrokerName = Literal["embedded", "external"]
+BrokerName = Literal["embedded", "external", "emqx"]
 
 PRESETS: dict[str, dict[str, str]] = {
     "embedded": {"bus": "memory", "store": "sqlite", "search": "sqlite", "broker": "embedded"},
@@ -102,7 +104,10 @@ class ListenSettings(BaseModel):
     mqtt_port: int = Field(default=1883, ge=0, le=65535)
     ws_port: int = Field(default=8083, ge=0, le=65535)
     metrics_port: int | None = Field(
-        default=None, ge=1, le=65535, description="a distributed worker serves /metrics here"
+        default=None,
+        ge=1,
+        le=65535,
+        description="a worker or bridge process serves /healthz, /readyz and /metrics here",
     )
     ws_tls_cert: Path | None = Field(
         default=None,
@@ -179,6 +184,12 @@ class EngineSettings(BaseModel):
         description="faster-whisper: CTranslate2's compute type (default: int8 on the CPU, "
         "float16 on CUDA); whisper.cpp computes in its model file's type (default, or that "
         "type: f16, q8_0, q5_0...)",
+    )
+
+    worker_kind: Literal["all", "files", "streams"] = Field(
+        default="all",
+        description="what a worker process serves: uploaded files, live streams, or both "
+        "(separate pools scale apart)",
     )
 
     @field_validator("device")
@@ -342,8 +353,9 @@ class Settings(BaseModel):
     search: SearchName = Field(default="sqlite", description="search index: sqlite or opensearch")
     broker: BrokerName = Field(
         default="embedded",
-        description="MQTT broker: embedded (in this process), or external at mqtt_url "
-        "(Mosquitto with dynamic security, EMQX)",
+        description="MQTT broker: embedded (in this process), external at mqtt_url "
+        "(Mosquitto, its access rules kept by dynamic security), or emqx at mqtt_url (EMQX "
+        "asks the gateway's hooks: nothing to keep in sync)",
     )
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("voxwire")))
     namespace: str = Field(
@@ -371,7 +383,7 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _refuse_conflicts(self) -> Settings:
         mqtt_url = self.servers.mqtt_url
-        if self.broker == "external" and urlsplit(mqtt_url).scheme not in ("mqtt", "mqtts"):
+        if self.broker != "embedded" and urlsplit(mqtt_url).scheme not in ("mqtt", "mqtts"):
             raise ConfigError(
                 f"mqtt_url {mqtt_url!r} must start with mqtt:// or mqtts://",
                 hint="set VOXWIRE_MQTT_URL",
@@ -381,7 +393,7 @@ class Settings(BaseModel):
     @property
     def broker_urls(self) -> tuple[str, str]:
         """(MQTT URL, MQTT-over-WebSocket URL) that clients should use."""
-        if self.broker == "external":
+        if self.broker != "embedded":
             return self.servers.mqtt_url, self.servers.ws_url
         host = self.listen.advertised_host
         ws = "ws" if self.listen.ws_tls_cert is None else "wss"

@@ -35,6 +35,7 @@ unless the drawing names another one::
     ├── BusError                 the job bus failed (Kafka, in-process)
     │   └── RecordError          a bus record that is not what its topic carries
     ├── CheckpointError          stream checkpoints failed (voxwire.workers.stream_checkpoints)
+    ├── NotReadyError            a part of a process is not ready yet (voxwire.core.readiness)
     └── MqttError                the MQTT broker or connection failed (carries the topic)
 
 Session ids are checked by :mod:`voxwire_client.topics`, which raises

@@ -3,13 +3,14 @@ in the Prometheus text format.
 
 Every process keeps its own (``prometheus_client``'s default registry). The
 gateway serves them on ``GET /metrics`` (embedded mode: all of the platform's);
-in distributed mode a worker serves its own on ``metrics_port`` when set.
+in distributed mode a worker or a bridge serves its own on ``metrics_port`` when
+set (:mod:`voxwire.platform.probes`, beside ``/healthz`` and ``/readyz``).
 No label ever carries text, a key or a session id.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, start_http_server
+from prometheus_client import Counter, Gauge
 
 REDACTIONS = Counter(
     "voxwire_redactions", "Personal data taken out of finals, by entity type", ["entity"]
@@ -48,8 +49,3 @@ STREAM_BAD_FRAMES = Counter(
 STREAMS_REFUSED = Counter(
     "voxwire_streams_refused", "Live streams refused because the workers were full"
 )
-
-
-def serve(port: int, host: str = "127.0.0.1") -> None:
-    """Serve this process's metrics on ``http://host:port/metrics`` (a thread of its own)."""
-    start_http_server(port, addr=host)

@@ -4,6 +4,8 @@
 (:mod:`voxwire.platform.choices`, :mod:`voxwire.platform.brokers`), opens
 what a role asks for once, and leaves the closing to one ``AsyncExitStack``:
 what was opened last is closed first (the broker before the store it asks).
+Each adapter that can be asked whether its server answers is added to
+:attr:`Adapters.readiness` under the name of what it reaches (``/readyz``).
 """
 
 from __future__ import annotations
@@ -17,12 +19,24 @@ from voxwire.access.tokens import TokenIssuer, issuer_for
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
+from voxwire.core.readiness import Pingable, Readiness
 from voxwire.platform.brokers import BROKERS, BrokerLink
 from voxwire.platform.choices import BLOBS, BUSES, SEARCHES, STORES, Index, choose
 from voxwire.store import Store
 from voxwire.workers.stream_checkpoints import Checkpoints
 
 T = TypeVar("T")
+
+CHECK_NAMES = {
+    ("store", "sqlite"): "sqlite",
+    ("store", "postgres"): "postgres",
+    ("checkpoints", "postgres"): "redis",
+    ("bus", "kafka"): "kafka",
+    ("search", "sqlite"): "sqlite-fts",
+    ("search", "opensearch"): "opensearch",
+}
+"""The readiness check of each adapter, by (adapter, setting value); the memory
+bus and in-process checkpoints have none."""
 
 
 class Adapters:
@@ -40,6 +54,7 @@ class Adapters:
         self._broker: BrokerLink | None = None
         self._access: AccessControl | None = None
         self._tokens: TokenIssuer | None = None
+        self.readiness = Readiness()
 
     async def enter(self, opened: AbstractAsyncContextManager[T]) -> T:
         """Enter ``opened`` now; it is exited with the rest."""
@@ -56,24 +71,34 @@ class Adapters:
         if self._store is None:
             kind = choose("store", STORES, self.settings.store)
             self._store = await self.enter(kind.open(self.settings, self._role))
+            self._watch("store", self.settings.store, self._store)
         return self._store
 
     async def checkpoints(self) -> Checkpoints | None:
         """Where live streams keep their checkpoints (None: in the stream worker)."""
         kind = choose("store", STORES, self.settings.store)
-        return await self.enter(kind.checkpoints(self.settings, self._role))
+        checkpoints = await self.enter(kind.checkpoints(self.settings, self._role))
+        self._watch("checkpoints", self.settings.store, checkpoints)
+        return checkpoints
 
     async def bus(self) -> Bus:
         if self._bus is None:
             opener = choose("bus", BUSES, self.settings.bus)
             self._bus = await self.enter(opener(self.settings, self._role))
+            self._watch("bus", self.settings.bus, self._bus)
         return self._bus
 
     async def search(self) -> Index:
         if self._search is None:
             opener = choose("search", SEARCHES, self.settings.search)
             self._search = await self.enter(opener(self.settings, self._role))
+            self._watch("search", self.settings.search, self._search)
         return self._search
+
+    def _watch(self, adapter: str, name: str, opened: object) -> None:
+        check = CHECK_NAMES.get((adapter, name))
+        if check is not None and isinstance(opened, Pingable):
+            self.readiness.add(check, opened.ping)
 
     def blobs(self) -> BlobStore:
         if self._blobs is None:

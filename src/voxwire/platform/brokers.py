@@ -10,6 +10,10 @@
   keys and sessions are kept in sync with its dynamic-security plugin
   (:class:`~voxwire.broker.dynsec.DynsecAccess`).
 
+- ``emqx``: EMQX at ``mqtt_url``, reached as ``external`` is; EMQX asks the
+  gateway's hooks (:mod:`voxwire.gateway.emqx`) at every connection and
+  publish, so nothing is kept in sync (no dynamic security).
+
 Either way :class:`BrokerLink` says how the relay's publisher and the bridge's
 ingest reach it, built by :func:`publisher` and :func:`ingest`.
 """
@@ -211,4 +215,5 @@ class BrokerKind:
 BROKERS: Mapping[str, BrokerKind] = {
     "embedded": BrokerKind(start_embedded, no_access_sync),
     "external": BrokerKind(attach_external, open_dynsec),
+    "emqx": BrokerKind(attach_external, no_access_sync),
 }

@@ -11,6 +11,12 @@ context manager, or call :meth:`Platform.start` and :meth:`Platform.stop`::
 
 :meth:`Platform.run` does that for one role process: it returns when a
 component fails, and stops cleanly when cancelled (SIGTERM, Ctrl-C).
+
+Readiness (``/readyz``): the gateway serves it on its HTTP port; a process
+without the gateway serves ``/healthz``, ``/readyz`` and ``/metrics`` on
+``metrics_port`` when set (:mod:`voxwire.platform.probes`), from before its
+roles start. Besides each dependency, ``roles`` is not ready while the roles
+start and once one of their tasks has stopped.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import uvicorn
 from voxwire.access.keys import NewKey, generate_key
 from voxwire.core.config import Settings
 from voxwire.platform.adapters import Adapters
+from voxwire.platform.probes import PROBES, serve_probes
 from voxwire.platform.roles import (
     GATEWAY,
     ROLES,
@@ -70,6 +77,8 @@ class Platform:
         self._model_path = model_path
         self._tasks: list[asyncio.Task[None]] = []
         self._server: uvicorn.Server | None = None
+        self._probes: uvicorn.Server | None = None
+        self._starting = False
         self.device: str | None = None
         """Where this process's engines run, once started (None: no worker role)."""
 
@@ -114,7 +123,10 @@ class Platform:
     async def start(self) -> None:
         """Start the roles; returns once they run and the gateway (if any) listens.
         On failure, what was started is stopped again."""
+        self._starting = True
+        self.adapters.readiness.add_flag("roles", self._roles_state)
         try:
+            await self._serve_probes()
             device = None
             if "worker" in self.roles:
                 tasks, device = await start_worker(self.adapters, self._model_path)
@@ -129,6 +141,23 @@ class Platform:
         except BaseException:
             await self.stop()
             raise
+        finally:
+            self._starting = False
+
+    async def _serve_probes(self) -> None:
+        port = self.settings.listen.metrics_port
+        if port and "gateway" not in self.roles:
+            self._probes, task = await serve_probes(
+                self.adapters.readiness, self._name, self.settings.listen.host, port
+            )
+            self._tasks.append(task)
+
+    def _roles_state(self) -> str | None:
+        """Why the roles are not ready (None: they are)."""
+        if self._starting:
+            return "starting"
+        stopped = [task.get_name() for task in self._tasks if task.done()]
+        return f"stopped: {', '.join(stopped)}" if stopped else None
 
     async def wait(self) -> None:
         """Run until a component ends or fails (its exception is raised)."""
@@ -149,15 +178,16 @@ class Platform:
         """Let the gateway finish its requests, cancel the other tasks, close the
         adapters (last opened, first closed); safe to call more than once, and the
         platform can be started again."""
-        if self._server is not None:
-            self._server.should_exit = True
+        for server in (self._server, self._probes):
+            if server is not None:
+                server.should_exit = True
         for task in self._tasks:
-            if task.get_name() != GATEWAY:
+            if task.get_name() not in (GATEWAY, PROBES):
                 task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
-        self._server = None
+        self._server = self._probes = None
         await self._stack.aclose()
         self.adapters = Adapters(self.settings, self._stack, self._name)  # nothing open

@@ -1,8 +1,9 @@
 """The roles a process runs, each started from the adapters it needs.
 
 - ``worker``: the file worker (uploads) and the stream worker (live audio),
-  on ``workers + 1`` engine instances (the first one serves live streams), on
-  the ``device`` setting's device;
+  on ``workers`` engine instances for files and :func:`stream_engines` for
+  streams, on the ``device`` setting's device; ``worker_kind`` = ``files`` or
+  ``streams`` runs only one of them (and loads only its engines);
 - ``bridge``: the relay (results -> store -> broker), the segment indexer,
   prompt queries and the ingest (what clients publish -> bus);
 - ``gateway``: the HTTP API on ``host:http_port``.
@@ -29,9 +30,9 @@ from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.queries import QueryService
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.dynsec import DynsecAccess
-from voxwire.core import metrics
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConfigError, MqttError
+from voxwire.core.readiness import Flag
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.brokers import ingest, publisher
@@ -106,9 +107,10 @@ def load_engines(settings: Settings, model_path: Path | None) -> tuple[list[Engi
     device (logged, with why)."""
     model = model_path or settings.engine.model  # each engine resolves a name
     on = {"device": settings.engine.device, "compute_type": settings.engine.compute_type}
-    live = stream_engines(settings)
+    kind = settings.engine.worker_kind
+    live = stream_engines(settings) if kind != "files" else []
     count = len(live)
-    plan = live + [settings.engine.threads] * settings.engine.workers
+    plan = live + [settings.engine.threads] * settings.engine.workers * (kind != "streams")
     engines: list[Engine] = []
     try:
         for each in plan:
@@ -134,7 +136,10 @@ async def start_worker(
 ) -> tuple[list[asyncio.Task[None]], str | None]:
     """The worker's tasks, and where its engines run (:func:`engine_device`)."""
     settings = adapters.settings
+    loading = Flag(f"loading {model_path or settings.engine.model} on {settings.engine.device}")
+    adapters.readiness.add_flag("engine", loading)
     live, files = await asyncio.to_thread(load_engines, settings, model_path)
+    loading.why = None
 
     async def close_engines() -> None:
         for engine in live + files:
@@ -146,27 +151,26 @@ async def start_worker(
         beam_size=settings.engine.beam_size,
         threads=settings.engine.threads,
     )
-    log.info("live streams: engines of %s threads", "+".join(map(str, stream_engines(settings))))
-    checkpoints = await adapters.checkpoints()
-    if settings.listen.metrics_port:
-        metrics.serve(settings.listen.metrics_port, settings.listen.host)
     bus = await adapters.bus()
-    file_worker = FileWorker(bus, adapters.blobs(), files, options)
-    live_options = replace(options, threads=min(stream_engines(settings)))
-    streams = StreamWorker(
-        bus,
-        live,
-        live_options,
-        checkpoints=checkpoints,
-        batch_finals=settings.engine.batch_finals,
-        max_streams=settings.engine.max_streams,
-        threads=stream_engines(settings),
-        cores=cpu_cores(),
-    )
-    return [
-        asyncio.create_task(file_worker.run(), name="worker"),
-        asyncio.create_task(streams.run(), name="streams"),
-    ], engine_device(live)
+    tasks = []
+    if files:
+        file_worker = FileWorker(bus, adapters.blobs(), files, options)
+        tasks.append(asyncio.create_task(file_worker.run(), name="worker"))
+    if live:
+        threads = stream_engines(settings)
+        log.info("live streams: engines of %s threads", "+".join(map(str, threads)))
+        streams = StreamWorker(
+            bus,
+            live,
+            replace(options, threads=min(threads)),
+            checkpoints=await adapters.checkpoints(),
+            batch_finals=settings.engine.batch_finals,
+            max_streams=settings.engine.max_streams,
+            threads=threads,
+            cores=cpu_cores(),
+        )
+        tasks.append(asyncio.create_task(streams.run(), name="streams"))
+    return tasks, engine_device(live or files)
 
 
 # -- bridge ------------------------------------------------------------------------------
@@ -184,11 +188,19 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     relay = ResultRelay(bus, store, publishing, expiry_s=settings.limits.message_expiry_s)
     indexer = SegmentIndexer(bus, store, index)
     queries = QueryService(bus, store, index, publishing)
+    intake = ingest(link, bus, settings)
+    where = f"broker at {link.host}:{link.port}"
+
+    def connections() -> str | None:
+        down = [name for name, c in (("relay", publishing), ("ingest", intake)) if not c.connected]
+        return f"{' and '.join(down)} not connected to the {where}" if down else None
+
+    adapters.readiness.add_flag("mqtt", connections)
     return [
         asyncio.create_task(relay.run(), name="relay"),
         asyncio.create_task(indexer.run(), name="indexer"),
         asyncio.create_task(queries.run(), name="queries"),
-        asyncio.create_task(ingest(link, bus, settings).run(), name="ingest"),
+        asyncio.create_task(intake.run(), name="ingest"),
     ]
 
 
@@ -207,6 +219,11 @@ async def start_gateway(
     bus = await adapters.bus()
     index = await adapters.search()
     access = await adapters.access()
+    if isinstance(access, DynsecAccess):
+        admin = access
+        adapters.readiness.add_flag(
+            "mqtt", lambda: None if admin.connected else "dynsec admin connection down"
+        )
     http_socket = listen(adapters.settings.listen.host, adapters.settings.listen.http_port)
     adapters.bind(http_port=http_socket.getsockname()[1])
     context = GatewayContext(
@@ -219,6 +236,7 @@ async def start_gateway(
         search=index,
         access=access,
         tokens=adapters.tokens(),
+        readiness=adapters.readiness,
     )
     config = uvicorn.Config(
         create_app(context),
@@ -251,7 +269,7 @@ async def sweep_tokens(access: DynsecAccess, every_s: float = 60.0) -> None:
         await asyncio.sleep(every_s)
 
 
-def listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int, setting: str = "http_port") -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -259,8 +277,8 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ConfigError(
-            f"cannot listen on {host}:{port} for HTTP: {exc.strerror}",
-            hint="another voxwire may be running; stop it or choose another --http-port",
+            f"cannot listen on {host}:{port} ({setting}): {exc.strerror}",
+            hint=f"another voxwire may be running; stop it or choose another {setting}",
         ) from exc
     sock.listen(128)
     sock.setblocking(False)

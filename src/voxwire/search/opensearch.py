@@ -217,6 +217,14 @@ class OpenSearchIndex:
                 f"OpenSearch: {exc}", hint="check VOXWIRE_OPENSEARCH_URL"
             ) from exc
 
+    async def ping(self) -> str:
+        """The cluster's health (readiness): green or yellow; red is not ready."""
+        health = await self._call(self._client.cluster.health, request_timeout=1.5)
+        status = str(health.get("status"))
+        if status not in ("green", "yellow"):
+            raise SearchIndexError(f"OpenSearch cluster health is {status}")
+        return f"cluster {status}"
+
     async def ensure_index(self) -> bool:
         """Create the versioned index and its alias when missing; True if created here.
 

@@ -180,6 +180,10 @@ class SqliteSearchIndex:
 
         return await asyncio.to_thread(locked)
 
+    async def ping(self) -> None:
+        """Whether the index file answers a query (readiness)."""
+        await self._call(lambda: self._db.execute("SELECT 1").fetchone())
+
     async def ensure_index(self) -> bool:
         def create() -> bool:
             found = self._db.execute(

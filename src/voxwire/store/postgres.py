@@ -125,6 +125,10 @@ class PostgresStore:
             raise
         return store
 
+    async def ping(self) -> None:
+        """A round trip to PostgreSQL through the pool (readiness)."""
+        await self._one("SELECT 1")
+
     async def migrate(self) -> list[int]:
         """Apply missing migrations (safe to call concurrently); the versions applied."""
         async with self._connection() as conn:

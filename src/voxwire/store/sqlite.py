@@ -261,6 +261,10 @@ class SqliteStore:
         rows = self._all("SELECT payload FROM matches WHERE sid = ? ORDER BY seq", (sid,))
         return [MatchData.model_validate_json(r["payload"]) for r in rows]
 
+    async def ping(self) -> None:
+        """Whether the database file answers a query (readiness)."""
+        await asyncio.get_running_loop().run_in_executor(self._lookups, self._one, "SELECT 1")
+
     async def close(self) -> None:
         self._lookups.shutdown(wait=True)
         with self._lock:

@@ -148,5 +148,12 @@ class RedisCheckpoints:
             return None
         return StreamCheckpoint.decode(data.encode() if isinstance(data, str) else data)
 
+    async def ping(self) -> None:
+        """A round trip to Redis (readiness)."""
+        try:
+            await self._redis.ping()
+        except RedisError as exc:
+            raise CheckpointError(f"Redis: {exc}", hint="check VOXWIRE_REDIS_URL") from exc
+
     async def close(self) -> None:
         await self._redis.aclose()

@@ -1,0 +1,120 @@
+"""The chart's scaling and wiring: autoscaling on what the code consumes, replicas
+bounded by Kafka partitions, disruption budgets and network policies, EMQX wired to
+the gateway's hooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.routing import APIRoute
+from pydantic import SecretStr
+
+from tests.deploy.chart import CHART, helm, render, template
+from voxwire.access.tokens import TokenIssuer
+from voxwire.core.config import Settings
+from voxwire.gateway.emqx import emqx_hooks
+from voxwire.store import SqliteStore
+from voxwire.wire.topics import AUDIO_TOPIC, JOBS_TOPIC
+from voxwire.workers.file_worker import WORKER_GROUP
+from voxwire.workers.stream_worker import STREAM_GROUP
+
+
+def test_keda_scales_each_pool_on_the_lag_of_the_groups_it_consumes() -> None:
+    rendered = render("gpu")  # config.namespace = prod: topics and groups carry "prod."
+    triggers = {
+        o["metadata"]["name"].rsplit("worker-", 1)[1]: {
+            (t["metadata"]["topic"], t["metadata"]["consumerGroup"]) for t in o["spec"]["triggers"]
+        }
+        for o in rendered.of("ScaledObject")
+    }
+    files = (f"prod.{JOBS_TOPIC}", f"prod.{WORKER_GROUP}")
+    streams = (f"prod.{AUDIO_TOPIC}", f"prod.{STREAM_GROUP}")
+    assert triggers == {"cpu-files": {files}, "gpu": {files, streams}}
+    for scaled in rendered.of("ScaledObject"):  # KEDA owns the replicas: none in the Deployment
+        target = rendered.one("Deployment", scaled["spec"]["scaleTargetRef"]["name"])
+        assert "replicas" not in target["spec"]
+
+
+def test_the_gateway_scales_on_cpu_and_keeps_one_up() -> None:
+    rendered = render("default")
+    hpa = rendered.one("HorizontalPodAutoscaler", "-gateway")
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    assert rendered.one("PodDisruptionBudget", "-gateway")["spec"]["minAvailable"] == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ({"bridge": {"replicas": 13}}, "more than kafka.partitions"),
+        ({"pool": {"keda": {"enabled": True, "maxReplicas": 13}}}, "more than kafka.partitions"),
+        ({"pool": {"replicas": 7}, "other": {"kind": "all", "replicas": 6}}, "more than kafka"),
+        ({"pool": {"model": "base"}}, "jobs are not routed by model"),
+        ({"pool": {"kind": "everything"}}, "is not all, files or streams"),
+        ({"config": {"blobStore": "local"}}, "sharedVolume.existingClaim"),
+    ],
+)
+def test_the_chart_refuses_what_cannot_work(
+    change: dict[str, dict[str, Any]], refusal: str, tmp_path: Path
+) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    pools = values["workers"]["pools"]
+    for part, fields in change.items():
+        target = {"pool": pools[0], "other": pools[1]}.get(part) or values[part]
+        for key, value in fields.items():
+            if isinstance(value, dict):
+                target[key] = {**target[key], **value}
+            else:
+                target[key] = value
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    refused = helm("template", "voxwire", str(CHART), "--values", str(path))
+    assert refused.returncode != 0 and refusal in refused.stderr, refused.stderr
+
+
+def test_every_deployment_has_a_disruption_budget_and_network_policies_apply() -> None:
+    rendered = render("default")
+    budgets = {b["metadata"]["name"] for b in rendered.of("PodDisruptionBudget")}
+    assert {d["metadata"]["name"] for d in rendered.of("Deployment")} == budgets
+    policies = {p["metadata"]["name"].rsplit("-", 1)[1] for p in rendered.of("NetworkPolicy")}
+    assert policies == {"default", "gateway"}
+    minimal = render("minimal")
+    assert not minimal.of("NetworkPolicy") and not minimal.of("PodDisruptionBudget")
+    assert not minimal.of("HorizontalPodAutoscaler")
+
+
+def test_emqx_asks_the_gateway_hooks_over_its_service() -> None:
+    rendered = render("gpu")
+    emqx = rendered.one("EMQX", "-emqx")
+    config = emqx["spec"]["config"]["data"]
+    service = rendered.one("Service", "-gateway")
+    url = f"http://{service['metadata']['name']}.voxwire.svc:{service['spec']['ports'][0]['port']}"
+    router = emqx_hooks(
+        SqliteStore(":memory:"), TokenIssuer(bytes(32)), SecretStr("x"), SecretStr("y")
+    )
+    paths = {route.path for route in router.routes if isinstance(route, APIRoute)}
+    assert paths == {"/internal/emqx/authn", "/internal/emqx/authz"}
+    for path in paths:  # the routes EMQX calls, on the gateway's Service
+        assert f'url = "{url}{path}"' in config
+    assert "no_match = deny" in config and "durable_sessions { enable = true }" in config
+    assert "listeners.wss.default" in config and 'bytes_rate = "256KB/s"' in config
+    settings = rendered.one("ConfigMap", "-settings")["data"]
+    assert settings["VOXWIRE_BROKER"] == "emqx"
+    assert (
+        Settings(broker=settings["VOXWIRE_BROKER"], mqtt_url=settings["VOXWIRE_MQTT_URL"]).broker
+        == "emqx"
+    )
+    pods = emqx["spec"]["coreTemplate"]["metadata"]["labels"].items()
+    closed = rendered.one("NetworkPolicy", "-default")["spec"]["podSelector"]["matchLabels"]
+    assert not closed.items() <= pods  # the voxwire pods' policy leaves EMQX's listeners open
+    hook = emqx["spec"]["coreTemplate"]["spec"]["env"][0]
+    assert hook["valueFrom"]["secretKeyRef"]["key"] == "VOXWIRE_HOOK_SECRET"
+
+
+def test_the_kafka_topics_are_created_before_anything_starts() -> None:
+    job = render("default").one("Job", "-kafka-init")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["kafka", "init"]
+    assert template("minimal").returncode == 0
