@@ -18,7 +18,7 @@ from voxwire.core.audio import SAMPLE_RATE, Audio
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.wire.records import FileJob
 from voxwire.workers.engine import Engine, EngineOptions, LanguageDetector, Segment
-from voxwire.workers.transcript import TranscriptBuilder
+from voxwire.workers.transcript import TranscriptBuilder, words_of
 from voxwire.workers.vad import SileroVad, first_speech
 from voxwire_client.messages import Message, SessionStatus
 
@@ -61,7 +61,8 @@ def run_file_job(
 
     def on_segment(segment: Segment) -> None:
         end_ms = max(segment.end_ms, segment.start_ms)
-        for message in builder.final(segment.start_ms, end_ms, builder.heard([segment])):
+        text, words = builder.heard([segment]), words_of([segment])
+        for message in builder.final(segment.start_ms, end_ms, text, words=words):
             emit(message)
         emit(builder.file_progress(SessionStatus.TRANSCRIBING, end_ms, job.duration_ms))
 

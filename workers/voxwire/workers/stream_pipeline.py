@@ -78,13 +78,14 @@ from voxwire.workers.stream_intake import (
     StreamIntake,
 )
 from voxwire.workers.stream_queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
-from voxwire.workers.transcript import TranscriptBuilder
+from voxwire.workers.transcript import TranscriptBuilder, words_of
 from voxwire.workers.vad import Vad
 from voxwire_client.api import AudioCodec, PromptSpec, RedactMode, StreamRequest
-from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
+from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus, WordData
 from voxwire_client.topics import validate_sid
 
 log = logging.getLogger(__name__)
+Words = tuple[WordData, ...]
 
 _LANGUAGE = re.compile(r"auto|[a-z]{2,3}")
 
@@ -226,7 +227,7 @@ class StreamSession:
         # (chunk, skip, stream sample) where the audio not covered by a final starts
         self._settled = (start.chunk, start.skip_samples, start.stream_sample)
         self._pending: tuple[Message, ...] = ()  # decided with the message being emitted
-        self._likely: tuple[int, int, str] | None = None  # a likely final's (start, end, text)
+        self._likely: tuple[int, int, str, Words] | None = None  # (start, end, text, words)
         self._finished = start.finished
         self._partials = PartialTally()
         if resume is None:
@@ -380,14 +381,15 @@ class StreamSession:
             assert isinstance(work, FinalWork)
             STREAM_FINALS.labels("likely").inc()
             latency = self._latency(work, started, transcribed=started)
-            self._final(work, self._likely_text(work) or "", latency)
+            self._final(work, *(self._likely_text(work) or ("", ())), latency=latency)
             return
         latency = self._latency(work, started, transcribed=self._now())
         if isinstance(work, FinalWork | LikelyFinalWork):
             self._keep_language(outcome)
         text = self._builder.heard(outcome, work.vad_mean)
+        words = words_of(outcome, work.start_ms) if text else ()
         if isinstance(work, LikelyFinalWork):
-            self._likely = (work.start_ms, work.end_ms, text)
+            self._likely = (work.start_ms, work.end_ms, text, words)
         if isinstance(work, PartialWork):
             with self._emit_lock:
                 if self._stale(work):
@@ -398,7 +400,7 @@ class StreamSession:
                 self._emit_all(self._builder.partial(work.start_ms, work.end_ms, text, latency))
         else:
             STREAM_FINALS.labels("transcribed").inc()
-            self._final(work, text, latency)
+            self._final(work, text, words, latency=latency)
 
     def _stale(self, work: PartialWork) -> bool:
         """A partial that finished after its segment's final, or after a newer
@@ -430,13 +432,14 @@ class StreamSession:
             failure = VoxwireError(f"transcription failed: {name}", hint="retry later")
             self.error(failure, fatal=True)
 
-    def _final(self, work: FinalWork, text: str, latency: LatencyData) -> None:
+    def _final(self, work: FinalWork, text: str, words: Words, *, latency: LatencyData) -> None:
         self._likely = None
         with self._emit_lock:
             self._builder.end_segment()
             self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
             if text:
-                self._emit_all(self._builder.final(work.start_ms, work.end_ms, text, latency))
+                bounds = (work.start_ms, work.end_ms)
+                self._emit_all(self._builder.final(*bounds, text, latency, words))
 
     def finish(self) -> None:
         """After :meth:`end` and the work it queued: emit the transcript and the
@@ -475,11 +478,12 @@ class StreamSession:
             self._emit(message)
         self._pending = ()
 
-    def _likely_text(self, work: FinalWork) -> str | None:
-        """The text of the likely final with this final's bounds, if one was transcribed."""
+    def _likely_text(self, work: FinalWork) -> tuple[str, Words] | None:
+        """The text and words of the likely final with this final's bounds, if one
+        was transcribed."""
         likely = self._likely
         if likely and likely[:2] == (work.start_ms, work.end_ms):
-            return likely[2]
+            return likely[2], likely[3]
         return None
 
     def _latency(self, work: SliceWork, started: float, *, transcribed: float) -> LatencyData:
