@@ -145,6 +145,7 @@ async def start_worker(
         language=settings.engine.language,
         beam_size=settings.engine.beam_size,
         threads=settings.engine.threads,
+        word_timestamps=settings.engine.word_timestamps,
     )
     log.info("live streams: engines of %s threads", "+".join(map(str, stream_engines(settings))))
     checkpoints = await adapters.checkpoints()
