@@ -1,18 +1,15 @@
 """One live stream between its intake and the engine: a queue of work, and
 the one path that turns the engine's output into the stream's messages.
 
-:class:`StreamSession` joins the stream's
-:class:`~voxwire.workers.stream_intake.StreamIntake` (PCM chunks -> work
-items) and :class:`~voxwire.workers.transcript.TranscriptBuilder` (text ->
-messages). It never calls the engine: a
-:class:`~voxwire.workers.stream_scheduler.Scheduler` takes its work
-(:meth:`StreamSession.take`, :meth:`StreamSession.take_final`), runs the
-engine where :meth:`StreamSession.needs_engine` says so, and hands the outcome
-to :meth:`StreamSession.commit`, which hands the messages to ``emit``
-(a worker's ``emit`` saves a checkpoint and waits for the bus). It reads no
-clock of its own: arrival times come with the audio, and the ``now`` callable
-the caller injects (on the same clock, in seconds, e.g. ``time.monotonic``)
-times the queue.
+:class:`StreamSession` joins the stream's :class:`~voxwire.workers.stream_intake.StreamIntake`
+(PCM chunks -> work items) and :class:`~voxwire.workers.transcript.TranscriptBuilder` (text ->
+messages). It never calls the engine: a :class:`~voxwire.workers.stream_scheduler.Scheduler`
+takes its work (:meth:`StreamSession.take`, :meth:`StreamSession.take_final`), runs the engine
+where :meth:`StreamSession.needs_engine` says so, and hands the outcome to
+:meth:`StreamSession.commit`, which hands the messages to ``emit`` (a worker's ``emit`` saves a
+checkpoint and waits for the bus). It reads no clock of its own: arrival times come with the
+audio, and the ``now`` callable the caller injects (on the same clock, in seconds, e.g.
+``time.monotonic``) times the queue.
 
 What each item becomes:
 
@@ -24,9 +21,9 @@ What each item becomes:
   ``PartialWork``; its text is kept, and the final with the same bounds (due
   when the pause reaches ``min_silence_ms``, 400 ms later by default) is
   committed with it at once instead of being transcribed again;
-- :class:`~voxwire.workers.stream_intake.FinalWork` -> a ``final`` and a match
-  per prompt heard; an empty transcript (silence, noise, markers only, a
-  hallucination) gives no final;
+- :class:`~voxwire.workers.stream_intake.FinalWork` -> a ``final`` (its words on the
+  stream's timeline) and a match per prompt heard; an empty transcript (silence, noise,
+  markers only, a hallucination) gives no final;
 - :class:`~voxwire.workers.stream_intake.ProgressWork` -> a ``transcribing``
   progress message (``speech`` and ``lag_ms`` set), as does creation;
 - :class:`ReplayWork` -> the messages decided before the stream was resumed here.
@@ -78,14 +75,13 @@ from voxwire.workers.stream_intake import (
     StreamIntake,
 )
 from voxwire.workers.stream_queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
-from voxwire.workers.transcript import TranscriptBuilder, words_of
+from voxwire.workers.transcript import TranscriptBuilder, Words, words_of
 from voxwire.workers.vad import Vad
 from voxwire_client.api import AudioCodec, PromptSpec, RedactMode, StreamRequest
-from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus, WordData
+from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
 from voxwire_client.topics import validate_sid
 
 log = logging.getLogger(__name__)
-Words = tuple[WordData, ...]
 
 _LANGUAGE = re.compile(r"auto|[a-z]{2,3}")
 
@@ -479,8 +475,7 @@ class StreamSession:
         self._pending = ()
 
     def _likely_text(self, work: FinalWork) -> tuple[str, Words] | None:
-        """The text and words of the likely final with this final's bounds, if one
-        was transcribed."""
+        """Text and words of the likely final with this final's bounds, if transcribed."""
         likely = self._likely
         if likely and likely[:2] == (work.start_ms, work.end_ms):
             return likely[2], likely[3]

@@ -66,7 +66,11 @@ def is_hallucination(text: str, vad_mean: float) -> bool:
     return " ".join(words) in HALLUCINATIONS
 
 
-def words_of(segments: Iterable[Segment], offset_ms: int = 0) -> tuple[WordData, ...]:
+Words = tuple[WordData, ...]
+"""A final's words, as the wire carries them."""
+
+
+def words_of(segments: Iterable[Segment], offset_ms: int = 0) -> Words:
     """The engine's words of ``segments`` as a final carries them: times moved by
     ``offset_ms`` (where the engine's audio starts in the session's)."""
     return tuple(
