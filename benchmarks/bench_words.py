@@ -4,8 +4,10 @@ Two workloads, each engine, 2 threads: the eval recordings with a reference
 transcribed whole (files; ``--limit`` takes the first N), and the live
 stream's utterances transcribed one by one as finals are (clips of 2-10 s).
 Rounds alternate without and with word times, and the fastest round of each
-counts (the machine is noisy); the ratio is the time with word times over the
-time without, in the same run. WER shows the text does not change.
+counts (the machine is noisy); the ratios are the time with word times over the
+time without, in the same run: wall time, and CPU time of the process (every
+thread), which other jobs on a shared machine disturb less. WER shows whether
+the text changes.
 
     .venv/bin/python benchmarks/bench_words.py [--rounds 3] [--limit 12] [--json FILE]
 """
@@ -31,10 +33,13 @@ from voxwire.workers.engines import create_engine  # noqa: E402
 ENGINES = ("whispercpp", "faster-whisper")
 
 
-def _run(engine: Engine, clips: list[Audio], options: EngineOptions) -> tuple[float, list[str]]:
-    started = time.perf_counter()
+def _run(
+    engine: Engine, clips: list[Audio], options: EngineOptions
+) -> tuple[float, float, list[str]]:
+    """Wall seconds, CPU seconds of this process (every thread) and the texts."""
+    started, cpu = time.perf_counter(), time.process_time()
     texts = [" ".join(s.text for s in engine.transcribe(clip, options)) for clip in clips]
-    return time.perf_counter() - started, texts
+    return time.perf_counter() - started, time.process_time() - cpu, texts
 
 
 def main() -> None:
@@ -61,14 +66,16 @@ def main() -> None:
             for workload, clips in workloads.items():
                 audio_s = sum(c.size for c in clips) / 16_000
                 best = {False: float("inf"), True: float("inf")}
+                cpu = {False: float("inf"), True: float("inf")}
                 texts: dict[bool, list[str]] = {}
                 _run(engine, clips[:1], base)  # warm up
                 for _ in range(args.rounds):
                     for words in (False, True):
-                        spent, texts[words] = _run(
+                        spent, used, texts[words] = _run(
                             engine, clips, replace(base, word_timestamps=words)
                         )
                         best[words] = min(best[words], spent)
+                        cpu[words] = min(cpu[words], used)
                 row = {
                     "engine": name,
                     "workload": workload,
@@ -78,6 +85,9 @@ def main() -> None:
                     "ratio": round(best[True] / best[False], 3),
                     "ms_per_clip_without": round(1000 * best[False] / len(clips)),
                     "ms_per_clip_with": round(1000 * best[True] / len(clips)),
+                    "cpu_s_per_audio_s_without": round(cpu[False] / audio_s, 3),
+                    "cpu_s_per_audio_s_with": round(cpu[True] / audio_s, 3),
+                    "cpu_ratio": round(cpu[True] / cpu[False], 3),
                 }
                 if workload.startswith("files"):
                     row["wer_without"] = round(corpus_wer(refs, texts[False]), 4)
