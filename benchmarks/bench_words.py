@@ -98,13 +98,15 @@ def main() -> None:
             engine.close()
     print()
     print(
-        "| engine | workload | audio s/s without | with | time ratio | ms per clip without / with |"
+        "| engine | workload | audio s/s without / with | wall ratio "
+        "| CPU s per audio s without / with | CPU ratio |"
     )
     print("|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['engine']} | {r['workload']} | {r['rtfx_without']} | {r['rtfx_with']} "
-            f"| {r['ratio']} | {r['ms_per_clip_without']} / {r['ms_per_clip_with']} |"
+            f"| {r['engine']} | {r['workload']} | {r['rtfx_without']} / {r['rtfx_with']} "
+            f"| {r['ratio']} | {r['cpu_s_per_audio_s_without']} / {r['cpu_s_per_audio_s_with']} "
+            f"| {r['cpu_ratio']} |"
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
