@@ -125,7 +125,7 @@ SPOKEN = "four one one one one one one one one one one one one one one one"
 
 
 @pytest.mark.parametrize("said", [CARD, SPOKEN])
-@pytest.mark.parametrize("mode", [RedactMode.MASK, RedactMode.ENTITY])
+@pytest.mark.parametrize("mode", [RedactMode.MASK, RedactMode.ENTITY, RedactMode.NUMBERS])
 def test_redacted_words_never_leak(said: str, mode: RedactMode) -> None:
     text = f"my card number is {said} thanks"
     words = words_of([Segment(0, 20_000, text, words=_word_list(text))])
@@ -137,7 +137,7 @@ def test_redacted_words_never_leak(said: str, mode: RedactMode) -> None:
     assert not any(ch.isdigit() for w in segment.words for ch in w.word)
     assert [w.word for w in segment.words[:4]] == ["my", "card", "number", "is"]
     assert segment.words[-1].word == "thanks"
-    if mode is RedactMode.ENTITY:
+    if mode is not RedactMode.MASK:
         card = [w for w in segment.words if w.word == "[CREDIT_CARD]"]
         assert len(card) == 1 and "[CREDIT_CARD]" in segment.text
         first, last = words[4], words[-2]  # the span's first and last words
@@ -155,3 +155,13 @@ def test_a_word_the_text_does_not_hold_is_masked_when_anything_is_redacted() -> 
     builder = TranscriptBuilder("s1", language="en", redact=RedactMode.MASK)
     segment = _final(builder.final(0, 9_000, text, words=(*words, odd))).segment
     assert segment.words[-1].word == "****-****"
+
+
+def test_the_words_of_a_number_split_over_two_finals_are_redacted_in_both() -> None:
+    builder = TranscriptBuilder("s1", language="en", redact=RedactMode.ENTITY)
+    first, second = "my card number is 4111 1111", "1111 1111"
+    for start, text in ((0, first), (5_000, second)):
+        words = words_of([Segment(0, 4_000, text, words=_word_list(text))], offset_ms=start)
+        segment = _final(builder.final(start, start + 4_000, text, words=words)).segment
+        assert not any(ch.isdigit() for w in segment.words for ch in w.word), segment.words
+        assert not any(ch.isdigit() for ch in segment.text), segment.text
