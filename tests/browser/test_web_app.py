@@ -4,17 +4,21 @@ player, live microphone streaming, and one tenant never seeing another's session
 from __future__ import annotations
 
 import contextlib
+import html
+import io
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import srt
+import webvtt
 from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.conftest import SILENCE_S, Steps, open_app
-from tests.helpers import UTTERANCES, PlatformThread, corpus_wer, eval_items
+from tests.helpers import UTTERANCES, PlatformThread, corpus_wer, eval_items, normalize
 from voxwire_client import Client
 
 pytestmark = pytest.mark.timeout(300)
@@ -85,6 +89,31 @@ def test_upload_shows_transcript_and_a_match_that_seeks_the_player(
     assert start_ms / 1000 <= position <= end_ms / 1000, (position, start_ms, end_ms)
     assert page.query_selector_all("#upload-view .segments li.in-match")
     steps.shot(page, "match-clicked")
+
+
+def test_a_finished_upload_offers_its_transcript_as_text_and_subtitles(
+    context: BrowserContext, web_platform: PlatformThread, steps: Steps
+) -> None:
+    page = open_app(context, web_platform, web_platform.api_key)
+    page.set_input_files("#file", str(JFK.path))
+    page.click("#upload-button")
+    page.wait_for_selector("#upload-view .session[data-done=completed]", timeout=120_000)
+    page.wait_for_selector("#upload-view .downloads:not([hidden])", timeout=10_000)
+    steps.shot(page, "downloads")
+    sid = page.get_attribute("#upload-view .session", "data-sid")
+    files: dict[str, str] = {}
+    for fmt in ("txt", "srt", "vtt"):
+        with page.expect_download(timeout=20_000) as info:
+            page.click(f"#upload-view .downloads a[data-format={fmt}]")
+        download = info.value
+        assert download.suggested_filename == f"{sid}.{fmt}"
+        files[fmt] = Path(download.path()).read_text()
+    rows = segments_of(page, "#upload-view")
+    said = normalize(" ".join(r["text"] for r in rows))
+    assert normalize(files["txt"]) == said
+    assert normalize(" ".join(s.content for s in srt.parse(files["srt"]))) == said
+    captions = webvtt.from_buffer(io.StringIO(files["vtt"]))
+    assert normalize(html.unescape(" ".join(c.text for c in captions))) == said
 
 
 @pytest.mark.parametrize("transport", ["ws", "wss"])

@@ -28,6 +28,7 @@ from voxwire_client.messages import (
     SegmentMessage,
     SessionStatus,
     TranscriptMessage,
+    WordData,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -151,7 +152,13 @@ async def test_message_log_is_idempotent_and_folds_state(backend: Backend) -> No
     store = backend.store
     tenant = await store.create_tenant("acme")
     await _session(store, "s1", tenant.id)
-    seg = SegmentData(id="s1-0", index=0, start_ms=0, end_ms=900, text="hello there")
+    words = (
+        WordData(word="hello", start_ms=0, end_ms=400, probability=0.93),
+        WordData(word="there", start_ms=450, end_ms=900, probability=0.71),
+    )  # with the speaker, kept as they are by every store
+    seg = SegmentData(
+        id="s1-0", index=0, start_ms=0, end_ms=900, text="hello there", speaker="S1", words=words
+    )
     messages: list[Message] = [
         ProgressMessage(
             sid="s1", seq=1, status=SessionStatus.TRANSCRIBING, percent=0, duration_ms=1000

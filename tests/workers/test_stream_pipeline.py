@@ -667,7 +667,15 @@ def test_real_engine_words_and_latency(
         assert latency is not None
         parts = 200 + latency.vad_ms + latency.queue_ms + latency.transcribe_ms
         assert 0 <= delay_ms - parts <= CHUNK_MS + 5  # the rest: waiting for a chunk's end
+    for message, _at in finals:  # words on the stream's timeline, inside their final
+        segment = message.segment
+        assert segment.words, segment
+        assert segment.start_ms <= segment.words[0].start_ms
+        assert segment.words[-1].end_ms <= segment.end_ms
+        assert [w.start_ms for w in segment.words] == sorted(w.start_ms for w in segment.words)
+    assert finals[-1][0].segment.words[0].start_ms > 10_000  # a later utterance's words
     partials = [m for m, _ in emitted if isinstance(m, SegmentMessage) and m.type == "partial"]
+    assert all(not m.segment.words for m in partials)
     print(f"WER {error_rate:.3f}, {len(finals)} finals, {len(partials)} partials")
     assert partials
 

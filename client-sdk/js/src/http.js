@@ -181,6 +181,18 @@ export class Gateway {
     return this.json("GET", `/v1/sessions/${validateSid(sid)}/transcript`);
   }
 
+  /**
+   * The transcript as a file: plain text, SubRip or WebVTT subtitles (with
+   * speaker labels where the segments have them).
+   * @param {string} sid
+   * @param {"txt" | "srt" | "vtt"} format
+   * @returns {Promise<string>}
+   */
+  async transcriptAs(sid, format) {
+    const path = `/v1/sessions/${validateSid(sid)}/transcript`;
+    return (await this.request("GET", path, { query: { format } })).text();
+  }
+
   /** The session's uploaded audio. @param {string} sid @returns {Promise<Blob>} */
   async audio(sid) {
     return (await this.request("GET", `/v1/sessions/${validateSid(sid)}/audio`)).blob();

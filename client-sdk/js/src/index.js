@@ -149,6 +149,10 @@ export class VoxwireClient {
     return this.gateway.transcript(sid);
   }
 
+  transcriptAs(/** @type {Parameters<Gateway["transcriptAs"]>} */ ...args) {
+    return this.gateway.transcriptAs(...args);
+  }
+
   audio(/** @type {string} */ sid) {
     return this.gateway.audio(sid);
   }

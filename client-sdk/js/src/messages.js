@@ -10,6 +10,16 @@
  */
 
 /**
+ * A word of a final segment: times in ms from the audio start, inside its
+ * segment's, and how sure the engine was of it (0 to 1).
+ * @typedef {object} Word
+ * @property {string} word
+ * @property {number} start_ms
+ * @property {number} end_ms
+ * @property {number} probability
+ */
+
+/**
  * @typedef {object} Segment
  * @property {string} id
  * @property {number} index
@@ -20,6 +30,7 @@
  * @property {number | null} [language_prob] how sure the detection was (language "auto")
  * @property {string | null} [speaker] with diarization: S1, S2... in order of appearance; never changed later
  * @property {string | null} [model] the model that transcribed it
+ * @property {Word[]} [words] word times and confidence, in order (finals only; empty where none)
  */
 
 /**

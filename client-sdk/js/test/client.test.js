@@ -59,6 +59,18 @@ describe("Gateway", () => {
     assert.equal(form.get("redact"), "mask");
   });
 
+  it("fetches the transcript as subtitles in the format asked for", async () => {
+    const requests = [];
+    const vtt = "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\n<v S1>Hello\n";
+    const fetch = async (url) => {
+      requests.push(String(url));
+      return new Response(vtt, { status: 200, headers: { "content-type": "text/vtt; charset=utf-8" } });
+    };
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });
+    assert.equal(await gateway.transcriptAs("s_1", "vtt"), vtt);
+    assert.deepEqual(requests, ["http://gw/v1/sessions/s_1/transcript?format=vtt"]);
+  });
+
   it("refuses an unsafe session id before any request", async () => {
     const { fetch, requests } = scripted();
     const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });

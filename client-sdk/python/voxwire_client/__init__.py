@@ -18,6 +18,7 @@ from voxwire_client.messages import (
     SegmentMessage,
     SessionStatus,
     TranscriptMessage,
+    WordData,
     parse_message,
 )
 from voxwire_client.topics import TopicKind, parse_topic, session_filter, session_topic
@@ -41,6 +42,7 @@ __all__ = [
     "TopicKind",
     "TranscriptMessage",
     "TranscriptionFailed",
+    "WordData",
     "parse_message",
     "parse_topic",
     "session_filter",
@@ -58,6 +60,7 @@ from voxwire_client.api import (
     StreamRequest,
     TokenRequest,
     TokenResponse,
+    TranscriptFormat,
 )
 from voxwire_client.client import AsyncClient, Transcript, pcm_chunks
 from voxwire_client.sync import Client
@@ -76,5 +79,6 @@ __all__ += [
     "TokenRequest",
     "TokenResponse",
     "Transcript",
+    "TranscriptFormat",
     "pcm_chunks",
 ]

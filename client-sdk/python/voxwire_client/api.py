@@ -71,6 +71,18 @@ class MatchData(_Model):
     segment_ids: tuple[str, ...]
 
 
+class TranscriptFormat(StrEnum):
+    """What ``GET /v1/sessions/{sid}/transcript?format=`` returns: ``json`` (the
+    default, a :class:`TranscriptResponse`), ``txt`` (a line per segment),
+    ``srt`` (SubRip) or ``vtt`` (WebVTT) subtitles; speakers, where segments
+    have them, as ``S1: `` (txt, srt) or a ``<v S1>`` voice span (vtt)."""
+
+    JSON = "json"
+    TXT = "txt"
+    SRT = "srt"
+    VTT = "vtt"
+
+
 class TranscriptResponse(_Model):
     sid: str
     status: SessionStatus

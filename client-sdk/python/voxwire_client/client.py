@@ -39,6 +39,7 @@ from voxwire_client.api import (
     StreamRequest,
     TokenRequest,
     TokenResponse,
+    TranscriptFormat,
     TranscriptResponse,
 )
 from voxwire_client.config import ClientConfig, load_config
@@ -232,6 +233,13 @@ class AsyncClient:
     async def transcript(self, sid: str) -> TranscriptResponse:
         response = await self._request("GET", f"/v1/sessions/{validate_sid(sid)}/transcript")
         return TranscriptResponse.model_validate_json(response.content)
+
+    async def transcript_as(self, sid: str, format: TranscriptFormat | str) -> str:
+        """The transcript as a file's text: ``txt``, ``srt`` or ``vtt`` (``json``:
+        the JSON body as text; :meth:`transcript` parses it)."""
+        path = f"/v1/sessions/{validate_sid(sid)}/transcript"
+        params = {"format": TranscriptFormat(format).value}
+        return (await self._request("GET", path, params=params)).text
 
     async def history(self, sid: str, after: int = 0) -> MessagesPage:
         """Every stored message of the session with ``seq > after``."""

@@ -52,8 +52,20 @@ class Envelope(_Model):
     ts: datetime = Field(default_factory=utcnow)
 
 
+class WordData(_Model):
+    """One word of a final segment: its times (ms from the audio start, inside
+    the segment's) and how sure the engine was of it (0 to 1)."""
+
+    word: str
+    start_ms: int = Field(ge=0)
+    end_ms: int = Field(ge=0)
+    probability: float = Field(ge=0, le=1)
+
+
 class SegmentData(_Model):
-    """One segment of transcript; times in milliseconds from the audio start."""
+    """One segment of transcript; times in milliseconds from the audio start.
+    ``words`` (finals only, empty where the engine gave no word times) are the
+    segment's words in order; a redacted span's words are masked as its text is."""
 
     id: str
     index: int = Field(ge=0)
@@ -73,6 +85,9 @@ class SegmentData(_Model):
         "speaker is never changed afterwards (no relabelling message exists)",
     )
     model: str | None = Field(default=None, description="the model that transcribed it")
+    words: tuple[WordData, ...] = Field(
+        default=(), description="word times and confidence, in order (finals only)"
+    )
 
 
 class ProgressMessage(Envelope):

@@ -19,6 +19,7 @@ from voxwire_client.api import (
     SpeakerBounds,
     StreamRequest,
     TokenResponse,
+    TranscriptFormat,
     TranscriptResponse,
 )
 from voxwire_client.client import AsyncClient, Prompts, Transcript
@@ -63,6 +64,9 @@ class Client:
 
     def transcript(self, sid: str) -> TranscriptResponse:
         return self._loop.run_until_complete(self._async.transcript(sid))
+
+    def transcript_as(self, sid: str, format: TranscriptFormat | str) -> str:
+        return self._loop.run_until_complete(self._async.transcript_as(sid, format))
 
     def change_prompts(
         self, sid: str, add: Sequence[PromptSpec] = (), remove: Sequence[str] = ()

@@ -37,6 +37,7 @@ from voxwire.core.errors import (
     PayloadTooLargeError,
     VoxwireError,
 )
+from voxwire.core.exports import CONTENT_TYPES, TEXT_FORMATS, render, transcript_format
 from voxwire.core.metrics import RATE_LIMITED
 from voxwire.core.ratelimit import RateLimitedError, RateLimits
 from voxwire.core.readiness import (
@@ -68,6 +69,7 @@ from voxwire_client.api import (
     StreamRequest,
     TokenRequest,
     TokenResponse,
+    TranscriptFormat,
     TranscriptResponse,
 )
 from voxwire_client.errors import InvalidSessionIdError
@@ -293,9 +295,29 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     async def get_session(session: Owned) -> SessionInfo:
         return _info(session)
 
-    @app.get("/v1/sessions/{sid}/transcript", response_model=TranscriptResponse, tags=["sessions"])
-    async def get_transcript(session: Owned) -> TranscriptResponse:
+    @app.get(
+        "/v1/sessions/{sid}/transcript",
+        response_model=TranscriptResponse,
+        tags=["sessions"],
+        responses={
+            200: {"content": {CONTENT_TYPES[f].split(";")[0]: {} for f in TEXT_FORMATS}},
+            400: {"model": ErrorBody},
+        },
+    )
+    async def get_transcript(
+        session: Owned,
+        format: Annotated[str, Query(description="json (default), txt, srt or vtt")] = "json",
+    ) -> TranscriptResponse | Response:
+        """The transcript: JSON, or as plain text (``txt``) or subtitles (``srt``,
+        ``vtt``) with speaker labels where the segments have them."""
+        fmt = transcript_format(format)
         segments = await ctx.store.segments(session.sid)
+        if fmt is not TranscriptFormat.JSON:
+            return Response(
+                render(segments, fmt),
+                media_type=CONTENT_TYPES[fmt],
+                headers={"content-disposition": f'attachment; filename="{session.sid}.{fmt}"'},
+            )
         return TranscriptResponse(
             sid=session.sid,
             status=session.status,

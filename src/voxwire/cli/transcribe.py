@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 from voxwire.cli.common import clock, console, err_console, fail, highlight_markup
-from voxwire_client import AsyncClient, ClientError, Transcript
+from voxwire_client import AsyncClient, ClientError, Transcript, TranscriptFormat
 from voxwire_client.api import RedactMode
 from voxwire_client.messages import (
     MatchMessage,
@@ -56,25 +57,40 @@ def transcribe(
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the transcript as JSON")] = False,
+    fmt: Annotated[
+        TranscriptFormat | None,
+        typer.Option(
+            "--format",
+            help="print the transcript as json, txt, srt or vtt (subtitles) on stdout; "
+            "progress goes to stderr",
+        ),
+    ] = None,
 ) -> None:
     """Upload FILE, show progress, print segments and prompt matches as they arrive."""
+    as_json = as_json or fmt is TranscriptFormat.JSON
+    export = None if fmt is None or fmt is TranscriptFormat.JSON else fmt
     try:
         chosen = {"language": language, "model": model, "redact": redact}
-        result = asyncio.run(
+        quiet = as_json or export is not None
+        result, exported = asyncio.run(
             _run(
                 file,
                 prompt or [],
                 url,
                 api_key,
                 mqtt_url,
-                quiet=as_json,
+                quiet=quiet,
                 chosen=chosen,
                 diarize=diarize,
+                fmt=export,
             )
         )
     except ClientError as exc:
         fail(exc.message, exc.hint)
-    if as_json:
+    if exported is not None:
+        sys.stdout.write(exported)
+        sys.stdout.flush()
+    elif as_json:
         console.print_json(
             json.dumps(
                 {
@@ -102,7 +118,9 @@ async def _run(
     quiet: bool,
     chosen: dict[str, str | None],
     diarize: bool = False,
-) -> Transcript:
+    fmt: TranscriptFormat | None = None,
+) -> tuple[Transcript, str | None]:
+    """The session's transcript, and its text in ``fmt`` when one is asked for."""
     out = err_console if quiet else console
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -136,10 +154,10 @@ async def _run(
 
     async with AsyncClient(url, api_key, mqtt_url) as client:
         with progress:
-            created = await client.upload(
-                file, prompts, language=chosen["language"], model=chosen["model"], diarize=diarize
-            )
+            created = await client.upload(file, prompts, **chosen, diarize=diarize)
             out.print(
                 f"session [bold]{created.sid}[/] (follow it on {created.endpoints.topic_filter})"
             )
-            return await client.follow(created.sid, on_event=on_event)
+            result = await client.follow(created.sid, on_event=on_event)
+        exported = None if fmt is None else await client.transcript_as(created.sid, fmt)
+        return result, exported

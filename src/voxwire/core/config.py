@@ -12,8 +12,8 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
-                 stream_engines, max_streams, batch_finals, device, compute_type,
-                 worker_kind
+                 stream_engines, max_streams, batch_finals, word_timestamps, device,
+                 compute_type, worker_kind
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
     .security    token_secret, hook_secret, redact, redact_tenants
@@ -173,6 +173,11 @@ class EngineSettings(BaseModel):
         description="live finals of this many sessions at most in one engine call, where the "
         "engine batches (faster-whisper); 1, the default, does not batch: on 2 CPU cores it "
         "made finals later (bench_streams.py)",
+    )
+    word_timestamps: bool = Field(
+        default=True,
+        description="give every final segment its words, with times and confidence "
+        "(benchmarks/bench_words.py measures what they cost)",
     )
     device: str = Field(
         default="auto",

@@ -26,8 +26,9 @@ Timing. A segment has only a start and an end time, so a match's times are
 estimated by its character position: the matched span's offsets within the
 segment's text (surrounding whitespace excluded) are mapped linearly onto
 [start_ms, end_ms]. Speaking rate varies and pauses are invisible, so expect
-errors of a few hundred milliseconds within long segments; word timestamps
-would make this exact.
+errors of a few hundred milliseconds within long segments. A session's
+standing prompts (:mod:`voxwire.core.standing_prompts`) take the times of the
+matched words instead when the finals carry word times.
 
 Highlighting. ``Match.highlight`` is the segment's text, HTML-escaped, with the
 matched span wrapped in ``<em>...</em>``: it is safe to insert as HTML.

@@ -6,7 +6,9 @@ transcript) ever holds the original words. A session chooses a
 :class:`~voxwire_client.api.RedactMode`: ``off``, ``mask`` (letters and digits
 become ``*``, the shape stays), ``entity`` (the span becomes
 ``[CREDIT_CARD]``, ``[EMAIL_ADDRESS]``, ...) or ``numbers`` (``entity``, and
-every other number of four digits or more becomes ``[NUMBER]``).
+every other number of four digits or more becomes ``[NUMBER]``). A final's
+words are redacted with its text: the words of a masked span are masked, those
+of a replaced span become one word, its type (:meth:`Redactor.redact_segment`).
 
 What is found, first by presidio-analyzer's pattern recognizers with their own
 checks (no NLP model is needed or loaded), precise wherever a number stands alone:
@@ -80,7 +82,9 @@ from typing import Any
 from voxwire.core.metrics import REDACTIONS
 from voxwire.core.normalization import normalize
 from voxwire.core.number_runs import Tail, personal_runs, tail_of
+from voxwire.core.words import Replacement, redact_words
 from voxwire_client.api import RedactMode
+from voxwire_client.messages import WordData
 
 MIN_SCORE = 0.4
 CONTEXT_BOOST = 0.35  # presidio's default context similarity factor
@@ -173,24 +177,38 @@ class Redactor:
         """``text`` with what :meth:`find` finds masked or replaced (``mode``),
         after a final that ended with ``before``; counts what a final had
         redacted (:data:`voxwire.core.metrics.REDACTIONS`)."""
+        return self.redact_segment(text, (), mode, partial=partial, before=before)[0]
+
+    def redact_segment(
+        self,
+        text: str,
+        words: Sequence[WordData],
+        mode: RedactMode,
+        *,
+        partial: bool = False,
+        before: Tail = NO_TAIL,
+    ) -> tuple[str, tuple[WordData, ...]]:
+        """:meth:`redact` for a segment's text and its ``words``: the words of a
+        redacted span are masked, or become its type, as the text is
+        (:func:`voxwire.core.words.redact_words`)."""
         if mode is RedactMode.OFF or not text:
-            return text
-        findings = self.find(
-            text, partial=partial, numbers=mode is RedactMode.NUMBERS, before=before
-        )
-        out, pos = [], 0
-        for f in findings:
-            out.append(text[pos : f.start])
-            span = text[f.start : f.end]
-            if mode is RedactMode.MASK:
-                out.append(re.sub(r"\w", "*", span))
-            else:
-                out.append(f"[{f.entity if f.entity != 'PARTIAL' else 'REDACTED'}]")
-            pos = f.end
+            return text, tuple(words)
+        replaced = []
+        numbers = mode is RedactMode.NUMBERS
+        for f in self.find(text, partial=partial, numbers=numbers, before=before):
+            entity = f.entity if f.entity != "PARTIAL" else "REDACTED"
+            replaced.append(
+                Replacement(f.start, f.end, None if mode is RedactMode.MASK else f"[{entity}]")
+            )
             if not partial:
                 REDACTIONS.labels(f.entity).inc()
+        out, pos = [], 0
+        for r in replaced:
+            out.append(text[pos : r.start])
+            out.append(re.sub(r"\w", "*", text[r.start : r.end]) if r.text is None else r.text)
+            pos = r.end
         out.append(text[pos:])
-        return "".join(out)
+        return "".join(out), redact_words(text, words, replaced)
 
     @staticmethod
     def tail(text: str, before: Tail = NO_TAIL) -> Tail:

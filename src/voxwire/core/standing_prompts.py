@@ -23,6 +23,10 @@ Prompts can be added and removed while the session runs; a new prompt
 matches from the next final on (with the window before it, so a phrase that
 ends in the next final is found).
 
+A match's ``start_ms``/``end_ms`` are those of its first and last words when
+the finals carry word times (:mod:`voxwire.core.words`), else estimated from
+the characters' position in the final's time span.
+
 The state is a function of the finals and prompt changes given so far, so a
 session resumed elsewhere rebuilds it by replaying them (:meth:`replay`).
 """
@@ -42,7 +46,11 @@ from voxwire.core.matching import (
     select,
 )
 from voxwire.core.normalization import Token, normalize
+from voxwire.core.words import span_times
 from voxwire_client.api import PromptSpec
+from voxwire_client.messages import WordData
+
+Words = tuple[WordData, ...]
 
 DEFAULT_WINDOW = 3
 """Finals matched together: the newest and the two before it."""
@@ -54,6 +62,7 @@ class _Final:
     text: str
     start_ms: int
     end_ms: int
+    words: tuple[WordData, ...] = ()
 
 
 def prompt_of(spec: PromptSpec | Prompt) -> Prompt:
@@ -120,9 +129,17 @@ class StandingPrompts:
         self._taken.pop(prompt_id, None)
         return self._prompts.pop(prompt_id, None) is not None
 
-    def on_final(self, segment_id: str, text: str, start_ms: int, end_ms: int) -> list[Match]:
-        """The prompts heard once this final is committed, by prompt then position."""
-        self._recent.append(_Final(segment_id, text, start_ms, end_ms))
+    def on_final(
+        self,
+        segment_id: str,
+        text: str,
+        start_ms: int,
+        end_ms: int,
+        timed: Sequence[WordData] = (),
+    ) -> list[Match]:
+        """The prompts heard once this final is committed, by prompt then position.
+        With the final's words (``timed``), a match's times are those of its words."""
+        self._recent.append(_Final(segment_id, text, start_ms, end_ms, tuple(timed)))
         finals = list(self._recent)
         joined, offsets = _join(finals)
         tokens = normalize(joined)
@@ -144,8 +161,10 @@ class StandingPrompts:
                 matches.append(_match(compiled.prompt, score, tokens[i:j], finals, offsets, joined))
         return matches
 
-    def replay(self, finals: Iterable[tuple[str, str, int, int]]) -> None:
-        """Rebuild the state after these finals (segment id, text, start, end) were
+    def replay(
+        self, finals: Iterable[tuple[str, str, int, int] | tuple[str, str, int, int, Words]]
+    ) -> None:
+        """Rebuild the state after these finals (segment id, text, start, end, words) were
         committed and their matches published: nothing is returned."""
         for final in finals:
             self.on_final(*final)
@@ -174,9 +193,15 @@ def _key(finals: Sequence[_Final], offsets: Sequence[int], pos: int) -> tuple[st
     return finals[owner].segment_id, pos - offsets[owner]
 
 
-def _ms(final: _Final, pos: int) -> int:
-    """A character position of a final's text, mapped proportionally onto its time span."""
+def _ms(final: _Final, pos: int, *, end: bool = False) -> int:
+    """A character position of a final's text in time: the start (``end``: the
+    end) of the word there when the final has word times, else mapped
+    proportionally onto its time span."""
     text = final.text
+    around = (pos - 1, pos) if end else (pos, pos + 1)
+    timed = span_times(text, final.words, *around) if final.words else None
+    if timed is not None:
+        return timed[1] if end else timed[0]
     lo, hi = len(text) - len(text.lstrip()), len(text.rstrip())
     chars = max(1, hi - lo)
     share = min(max(pos - lo, 0), chars) / chars
@@ -200,7 +225,7 @@ def _match(
         prompt=prompt.text,
         score=score,
         start_ms=_ms(finals[a], first - offsets[a]),
-        end_ms=_ms(finals[b], last - offsets[b]),
+        end_ms=_ms(finals[b], last - offsets[b], end=True),
         text=joined[first:last],
         highlight=(
             _escape(joined[context_start:first])

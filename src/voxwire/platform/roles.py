@@ -150,6 +150,7 @@ async def start_worker(
         language=settings.engine.language,
         beam_size=settings.engine.beam_size,
         threads=settings.engine.threads,
+        word_timestamps=settings.engine.word_timestamps,
     )
     bus = await adapters.bus()
     tasks = []

@@ -7,7 +7,7 @@ live in :mod:`voxwire.workers.engines` and are chosen by name in the config.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -29,6 +29,19 @@ class EngineOptions:
     audio_ctx: int = 0
     """whisper.cpp: encoder frames to use (50 per second of audio, at most 1500);
     0 encodes the whole 30 s window. Smaller is faster on short clips."""
+    word_timestamps: bool = True
+    """Give each segment its words with their times and probabilities."""
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """A word of a segment: times relative to the audio start, inside its
+    segment's; ``probability`` the engine's confidence (0 to 1)."""
+
+    word: str
+    start_ms: int
+    end_ms: int
+    probability: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +56,8 @@ class Segment:
     """The language it was decoded in (detected when asked for ``"auto"``)."""
     language_prob: float | None = None
     """How sure the detection was (0 to 1); None when the language was given."""
+    words: tuple[Word, ...] = ()
+    """The segment's words in order; empty when word times were not asked for."""
 
 
 SegmentCallback = Callable[[Segment], None]
@@ -58,6 +73,25 @@ def clean_text(text: str) -> str:
     if _MARKERS_ONLY.match(text):
         return ""
     return " ".join(text.split())
+
+
+def fit_words(words: Iterable[Word], start_ms: int, end_ms: int) -> tuple[Word, ...]:
+    """``words`` as a segment ``[start_ms, end_ms]`` carries them: stripped, markers
+    and empty words dropped, times clamped into the segment and never going back
+    (an engine may stamp a word a little outside its segment, or before the
+    end of the word before it)."""
+    fitted: list[Word] = []
+    floor = start_ms
+    for word in words:
+        text = word.word.strip()
+        if not text or not clean_text(text):
+            continue
+        start = min(max(word.start_ms, floor), end_ms)
+        end = min(max(word.end_ms, start), end_ms)
+        probability = min(max(float(word.probability), 0.0), 1.0)
+        fitted.append(Word(text, start, end, probability))
+        floor = end
+    return tuple(fitted)
 
 
 def check_audio(audio: Audio) -> Audio:

@@ -20,7 +20,7 @@ from voxwire.wire.records import FileJob
 from voxwire.workers.engine import Engine, EngineOptions, LanguageDetector, Segment
 from voxwire.workers.speakers.encoder import shared_encoder
 from voxwire.workers.speakers.files import DiarizationOptions, Turn, diarize, split_segment
-from voxwire.workers.transcript import TranscriptBuilder
+from voxwire.workers.transcript import TranscriptBuilder, words_between, words_of
 from voxwire.workers.vad import SileroVad, first_speech
 from voxwire_client.messages import Message, SessionStatus
 
@@ -76,14 +76,15 @@ def run_file_job(
 
     def on_segment(segment: Segment) -> None:
         end_ms = max(segment.end_ms, segment.start_ms)
-        text = builder.heard([segment])
+        text, words = builder.heard([segment]), words_of([segment])
         if turns is None:
-            for message in builder.final(segment.start_ms, end_ms, text):
+            for message in builder.final(segment.start_ms, end_ms, text, words=words):
                 emit(message)
         else:
             for piece in split_segment(segment.start_ms, end_ms, text, turns):
+                inside = words_between(words, piece.start_ms, piece.end_ms)
                 for message in builder.final(
-                    piece.start_ms, piece.end_ms, piece.text, speaker=piece.speaker
+                    piece.start_ms, piece.end_ms, piece.text, words=inside, speaker=piece.speaker
                 ):
                     emit(message)
         emit(builder.file_progress(SessionStatus.TRANSCRIBING, end_ms, job.duration_ms))

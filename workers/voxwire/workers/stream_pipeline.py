@@ -1,18 +1,15 @@
 """One live stream between its intake and the engine: a queue of work, and
 the one path that turns the engine's output into the stream's messages.
 
-:class:`StreamSession` joins the stream's
-:class:`~voxwire.workers.stream_intake.StreamIntake` (PCM chunks -> work
-items) and :class:`~voxwire.workers.transcript.TranscriptBuilder` (text ->
-messages). It never calls the engine: a
-:class:`~voxwire.workers.stream_scheduler.Scheduler` takes its work
-(:meth:`StreamSession.take`, :meth:`StreamSession.take_final`), runs the
-engine where :meth:`StreamSession.needs_engine` says so, and hands the outcome
-to :meth:`StreamSession.commit`, which hands the messages to ``emit``
-(a worker's ``emit`` saves a checkpoint and waits for the bus). It reads no
-clock of its own: arrival times come with the audio, and the ``now`` callable
-the caller injects (on the same clock, in seconds, e.g. ``time.monotonic``)
-times the queue.
+:class:`StreamSession` joins the stream's :class:`~voxwire.workers.stream_intake.StreamIntake`
+(PCM chunks -> work items) and :class:`~voxwire.workers.transcript.TranscriptBuilder` (text ->
+messages). It never calls the engine: a :class:`~voxwire.workers.stream_scheduler.Scheduler`
+takes its work (:meth:`StreamSession.take`, :meth:`StreamSession.take_final`), runs the engine
+where :meth:`StreamSession.needs_engine` says so, and hands the outcome to
+:meth:`StreamSession.commit`, which hands the messages to ``emit`` (a worker's ``emit`` saves a
+checkpoint and waits for the bus). It reads no clock of its own: arrival times come with the
+audio, and the ``now`` callable the caller injects (on the same clock, in seconds, e.g.
+``time.monotonic``) times the queue.
 
 What each item becomes:
 
@@ -24,9 +21,10 @@ What each item becomes:
   ``PartialWork``; its text is kept, and the final with the same bounds (due
   when the pause reaches ``min_silence_ms``, 400 ms later by default) is
   committed with it at once instead of being transcribed again;
-- :class:`~voxwire.workers.stream_intake.FinalWork` -> a ``final`` (with its
-  speaker when diarized: :mod:`voxwire.workers.speakers.live`) and a match per
-  prompt heard; an empty transcript (silence, noise, markers, a hallucination) gives none;
+- :class:`~voxwire.workers.stream_intake.FinalWork` -> a ``final`` (its words on the
+  stream's timeline; its speaker when diarized: :mod:`voxwire.workers.speakers.live`)
+  and a match per prompt heard; an empty transcript (silence, noise, markers, a
+  hallucination) gives none;
 - :class:`~voxwire.workers.stream_intake.ProgressWork` -> a ``transcribing``
   progress message (``speech`` and ``lag_ms`` set), as does creation;
 - :class:`ReplayWork` -> the messages decided before the stream was resumed here.
@@ -77,7 +75,7 @@ from voxwire.workers.stream_intake import (
     StreamIntake,
 )
 from voxwire.workers.stream_queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
-from voxwire.workers.transcript import TranscriptBuilder
+from voxwire.workers.transcript import TranscriptBuilder, Words, words_between, words_of
 from voxwire.workers.vad import Vad
 from voxwire_client.api import PromptSpec
 from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
@@ -174,7 +172,7 @@ class StreamSession:
         # (chunk, skip, stream sample) where the audio not covered by a final starts
         self._settled = (start.chunk, start.skip_samples, start.stream_sample)
         self._pending: tuple[Message, ...] = ()  # decided with the message being emitted
-        self._likely: tuple[int, int, str] | None = None  # a likely final's (start, end, text)
+        self._likely: tuple[int, int, str, Words] | None = None  # (start, end, text, words)
         self._finished = start.finished
         self._partials = PartialTally()
         self._speakers = StreamSpeakers(config.diarize, config.max_speakers, start.speakers)
@@ -330,14 +328,15 @@ class StreamSession:
             assert isinstance(work, FinalWork)
             STREAM_FINALS.labels("likely").inc()
             latency = self._latency(work, started, transcribed=started)
-            self._final(work, self._likely_text(work) or "", latency)
+            self._final(work, *(self._likely_text(work) or ("", ())), latency=latency)
             return
         latency = self._latency(work, started, transcribed=self._now())
         if isinstance(work, FinalWork | LikelyFinalWork):
             self._keep_language(outcome)
         text = self._builder.heard(outcome, work.vad_mean)
+        words = words_of(outcome, work.start_ms) if text else ()
         if isinstance(work, LikelyFinalWork):
-            self._likely = (work.start_ms, work.end_ms, text)
+            self._likely = (work.start_ms, work.end_ms, text, words)
         if isinstance(work, PartialWork):
             with self._emit_lock:
                 if self._stale(work):
@@ -348,7 +347,7 @@ class StreamSession:
                 self._emit_all(self._builder.partial(work.start_ms, work.end_ms, text, latency))
         else:
             STREAM_FINALS.labels("transcribed").inc()
-            self._final(work, text, latency)
+            self._final(work, text, words, latency=latency)
 
     def _stale(self, work: PartialWork) -> bool:
         """A partial that finished after its segment's final, or after a newer
@@ -380,14 +379,16 @@ class StreamSession:
             failure = VoxwireError(f"transcription failed: {name}", hint="retry later")
             self.error(failure, fatal=True)
 
-    def _final(self, work: FinalWork, text: str, latency: LatencyData) -> None:
+    def _final(self, work: FinalWork, text: str, words: Words, *, latency: LatencyData) -> None:
         self._likely = None
         with self._emit_lock:
             self._builder.end_segment()
             self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
             if text:
                 for one in self._speakers.pieces(*work.bounds, text, work.audio):
-                    self._emit_all(self._builder.final(*one.span, latency, speaker=one.speaker))
+                    inside = words_between(words, one.start_ms, one.end_ms)
+                    final = self._builder.final(*one.span, latency, inside, speaker=one.speaker)
+                    self._emit_all(final)
 
     def finish(self) -> None:
         """After :meth:`end` and the work it queued: emit the transcript and the
@@ -426,11 +427,11 @@ class StreamSession:
             self._emit(message)
         self._pending = ()
 
-    def _likely_text(self, work: FinalWork) -> str | None:
-        """The text of the likely final with this final's bounds, if one was transcribed."""
+    def _likely_text(self, work: FinalWork) -> tuple[str, Words] | None:
+        """Text and words of the likely final with this final's bounds, if transcribed."""
         likely = self._likely
         if likely and likely[:2] == (work.start_ms, work.end_ms):
-            return likely[2]
+            return likely[2], likely[3]
         return None
 
     def _latency(self, work: SliceWork, started: float, *, transcribed: float) -> LatencyData:

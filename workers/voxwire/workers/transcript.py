@@ -45,6 +45,7 @@ from voxwire_client.messages import (
     SegmentMessage,
     SessionStatus,
     TranscriptMessage,
+    WordData,
 )
 
 HALLUCINATIONS = frozenset(
@@ -63,6 +64,31 @@ def is_hallucination(text: str, vad_mean: float) -> bool:
         return False
     words = re.sub(r"[^\w\s']", " ", text.lower()).split()
     return " ".join(words) in HALLUCINATIONS
+
+
+Words = tuple[WordData, ...]
+"""A final's words, as the wire carries them."""
+
+
+def words_of(segments: Iterable[Segment], offset_ms: int = 0) -> Words:
+    """The engine's words of ``segments`` as a final carries them: times moved by
+    ``offset_ms`` (where the engine's audio starts in the session's)."""
+    return tuple(
+        WordData(
+            word=w.word,
+            start_ms=offset_ms + w.start_ms,
+            end_ms=offset_ms + w.end_ms,
+            probability=round(w.probability, 4),
+        )
+        for s in segments
+        for w in s.words
+    )
+
+
+def words_between(words: Words, start_ms: int, end_ms: int) -> Words:
+    """The words of ``words`` whose middle lies in ``[start_ms, end_ms)``: those of
+    one speaker's piece of a segment."""
+    return tuple(w for w in words if start_ms <= (w.start_ms + w.end_ms) // 2 < end_ms)
 
 
 def error_message(sid: str, seq: int, exc: VoxwireError, *, fatal: bool = True) -> ErrorMessage:
@@ -105,7 +131,7 @@ class TranscriptBuilder:
         self.next_seq = first_seq
         self.finals: list[SegmentData] = list(finals)
         # what the prompts matched before: their matches were emitted (or are pending)
-        self._matcher.replay((s.id, s.text, s.start_ms, s.end_ms) for s in self.finals)
+        self._matcher.replay((s.id, s.text, s.start_ms, s.end_ms, s.words) for s in self.finals)
         self._last_partial: tuple[int, str] | None = None  # (segment start, text)
         # what the last final ended with (its words, a number at its end): a card
         # number split over two finals is redacted in both
@@ -167,20 +193,26 @@ class TranscriptBuilder:
         end_ms: int,
         text: str,
         latency: LatencyData | None = None,
+        words: Sequence[WordData] = (),
         *,
         speaker: str | None = None,
     ) -> list[Message]:
-        """Commit a final (of ``speaker`` when diarized): its message, then a
-        match message per prompt heard."""
+        """Commit a final (with its ``words``, if any: :func:`words_of`; of
+        ``speaker`` when diarized): its message, then a match message per prompt heard."""
         self.end_segment()
-        data = self._segment(start_ms, end_ms, self._redacted(text), speaker)
         if self._redact is not RedactMode.OFF:
+            redacted, words = redactor().redact_segment(
+                text, words, self._redact, before=self._tail
+            )
             self._tail = Redactor.tail(text, self._tail)
+            text = redacted
+        data = self._segment(start_ms, end_ms, text, speaker)
+        data = data.model_copy(update={"words": tuple(words)})
         self.finals.append(data)
         final = SegmentMessage(
             sid=self.sid, seq=self._seq(), type="final", segment=data, latency=latency
         )
-        hits = self._matcher.on_final(data.id, data.text, data.start_ms, data.end_ms)
+        hits = self._matcher.on_final(data.id, data.text, data.start_ms, data.end_ms, data.words)
         return [final, *(self._match(hit) for hit in hits)]
 
     def stream_progress(

@@ -68,7 +68,39 @@ class SessionView {
     this.player = /** @type {HTMLAudioElement} */ (this.root.querySelector("audio"));
     this.matchList = this.root.querySelector(".matches");
     this.segmentList = this.root.querySelector(".segments");
+    this.downloads = this.root.querySelector(".downloads");
+    for (const link of this.downloads.querySelectorAll("a")) {
+      link.addEventListener("click", (/** @type {MouseEvent} */ event) => this.download(event, link));
+    }
     this.finals = 0;
+  }
+
+  /** Offer the stored transcript as text and subtitles. @param {string} sid */
+  offerDownloads(sid) {
+    this.root.dataset.sid = sid;
+    this.downloads.hidden = false;
+  }
+
+  /**
+   * Fetch the transcript in the link's format (the API key goes in a header,
+   * so a plain link cannot) and save it as a file.
+   * @param {MouseEvent} event @param {HTMLAnchorElement} link
+   */
+  async download(event, link) {
+    if (link.dataset.ready) return; // the file is in place: let the browser save it
+    event.preventDefault();
+    const sid = this.root.dataset.sid;
+    if (!client || !sid) return;
+    try {
+      const format = /** @type {"txt" | "srt" | "vtt"} */ (link.dataset.format);
+      const text = await client.transcriptAs(sid, format);
+      link.href = URL.createObjectURL(new Blob([text], { type: "text/plain" }));
+      link.download = `${sid}.${format}`;
+      link.dataset.ready = "true";
+      link.click();
+    } catch (error) {
+      notify(error);
+    }
   }
 
   /** @param {string} text */
@@ -106,6 +138,7 @@ class SessionView {
         this.progress.value = 100;
         this.status(t.status === "completed" ? `done — ${t.segments.length} segments` : "failed");
         this.root.dataset.done = t.status;
+        if (t.status === "completed" && this.root.dataset.sid) this.offerDownloads(this.root.dataset.sid);
       },
     };
   }
@@ -348,6 +381,7 @@ async function openSession(sid, startMs, endMs) {
     for (const match of transcript.matches) view.match(match);
     view.progress.value = 100;
     view.status(`${transcript.segments.length} segments`);
+    view.offerDownloads(sid);
     view.setAudio(URL.createObjectURL(await client.audio(sid)));
   } catch (error) {
     if (/** @type {any} */ (error).status !== 404) notify(error); // a live stream keeps no audio

@@ -9,7 +9,9 @@ Select it with ``engine = "faster-whisper"``.
 faster-whisper decodes the 30 s windows of the audio lazily: segments come
 from a generator, so ``on_segment`` sees each as it is decoded and ``abort`` is
 polled between them (not inside a window's decoding, as whisper.cpp does).
-Its own VAD filter is off: voxwire endpoints live audio itself.
+Its own VAD filter is off: voxwire endpoints live audio itself. Word times
+(``EngineOptions.word_timestamps``) come from its cross-attention alignment;
+:meth:`FasterWhisperEngine.transcribe_batch` gives none.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +32,10 @@ from voxwire.workers.engine import (
     Segment,
     SegmentCallback,
     TranscriptionAborted,
+    Word,
     check_audio,
     clean_text,
+    fit_words,
 )
 from voxwire.workers.engines.device import Accelerators, Device, choose_device
 
@@ -75,6 +80,14 @@ def _compute_type(requested: str, device: Device) -> str:
             hint=f"set compute_type to default or one of {', '.join(supported)}",
         )
     return chosen
+
+
+def _words(words: Any) -> list[Word]:
+    """faster-whisper's words (seconds) in milliseconds; none when not asked for."""
+    return [
+        Word(w.word, round(w.start * 1000), round(w.end * 1000), float(w.probability))
+        for w in words or ()
+    ]
 
 
 class FasterWhisperEngine:
@@ -165,6 +178,7 @@ class FasterWhisperEngine:
                     initial_prompt=options.initial_prompt,
                     condition_on_previous_text=False,
                     vad_filter=False,
+                    word_timestamps=options.word_timestamps,
                 )
             except (RuntimeError, ValueError) as exc:
                 raise EngineError(f"faster-whisper failed: {exc}") from exc
@@ -184,13 +198,15 @@ class FasterWhisperEngine:
                 if not text:
                     continue
                 start_ms = min(round(piece.start * 1000), duration_ms)
+                end_ms = max(start_ms, min(round(piece.end * 1000), duration_ms))
                 segment = Segment(
                     start_ms=start_ms,
-                    end_ms=max(start_ms, min(round(piece.end * 1000), duration_ms)),
+                    end_ms=end_ms,
                     text=text,
                     no_speech_prob=float(piece.no_speech_prob),
                     language=spoken,
                     language_prob=prob,
+                    words=fit_words(_words(piece.words), start_ms, end_ms),
                 )
                 found.append(segment)
                 if on_segment is not None:
