@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import html
 import re
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from voxwire_client.api import RedactMode
+
 console = Console()
 err_console = Console(stderr=True)
+
+RedactOption = Annotated[
+    RedactMode | None,
+    typer.Option(
+        help="personal data in the transcript: off, mask (****), entity ([CREDIT_CARD]) "
+        "or numbers (entity, and every number of 4+ digits) [the platform's default]",
+        case_sensitive=False,
+    ),
+]
+"""``--redact`` of the commands that start a session."""
 
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:

@@ -9,12 +9,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from voxwire.cli.common import console, fail
+from voxwire.cli.common import RedactOption, console, fail
 from voxwire.core.audio import decode, float32_to_pcm16le
 from voxwire.core.codecs import opus_packets
 from voxwire.core.errors import VoxwireError
 from voxwire_client import AsyncClient, ClientError, StreamRequest, Transcript, pcm_chunks
-from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, PromptSpec, RedactMode
+from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, PromptSpec
 from voxwire_client.messages import MatchMessage, Message, ProgressMessage, SegmentMessage
 
 
@@ -45,14 +45,7 @@ def stream(
     frame_ms: Annotated[
         int, typer.Option(help="with --codec opus: ms of audio per packet, one chunk each")
     ] = 20,
-    redact: Annotated[
-        RedactMode | None,
-        typer.Option(
-            help="personal data in the transcript: off, mask (****), entity ([CREDIT_CARD]) "
-            "or numbers (entity, and every number of 4+ digits) [the platform's default]",
-            case_sensitive=False,
-        ),
-    ] = None,
+    redact: RedactOption = None,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,

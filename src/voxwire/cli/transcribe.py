@@ -12,9 +12,8 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from voxwire.cli.common import clock, console, err_console, fail, highlight_markup
+from voxwire.cli.common import RedactOption, clock, console, err_console, fail, highlight_markup
 from voxwire_client import AsyncClient, ClientError, Transcript, TranscriptFormat
-from voxwire_client.api import RedactMode
 from voxwire_client.messages import (
     MatchMessage,
     Message,
@@ -42,14 +41,7 @@ def transcribe(
     model: Annotated[
         str | None, typer.Option(help="one of the models the platform serves [its default]")
     ] = None,
-    redact: Annotated[
-        RedactMode | None,
-        typer.Option(
-            help="personal data in the transcript: off, mask (****), entity ([CREDIT_CARD]) "
-            "or numbers (entity, and every number of 4+ digits) [the platform's default]",
-            case_sensitive=False,
-        ),
-    ] = None,
+    redact: RedactOption = None,
     diarize: Annotated[
         bool, typer.Option("--diarize", help="label every segment with its speaker")
     ] = False,
