@@ -93,13 +93,17 @@ def _run_and_scrape(
         "gateway": scrape(urls["gateway"]),
         "worker-0": scrape_until(
             urls["worker-0"],
-            lambda f: value(f, "voxwire_jobs_total", outcome="done") >= 1
-            and _lag_of(f, "transcription.jobs"),
+            lambda f: (
+                value(f, "voxwire_jobs_total", outcome="done") >= 1
+                and _lag_of(f, "transcription.jobs")
+            ),
         ),
         "bridge": scrape_until(
             urls["bridge"],
-            lambda f: value(f, "voxwire_delivery_latency_seconds_count") > 0
-            and _lag_of(f, "transcription.results"),
+            lambda f: (
+                value(f, "voxwire_delivery_latency_seconds_count") > 0
+                and _lag_of(f, "transcription.results")
+            ),
         ),
     }
 
