@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from voxwire.core.readiness import HEALTH_PATH, METRICS_PATH, READY_PATH, Readiness
-from voxwire.platform.roles import DRAIN_S, HttpServer, listen
+from voxwire.platform.roles import HttpServer, listen
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ async def serve_probes(
         log_level="warning",
         lifespan="off",
         access_log=False,
-        timeout_graceful_shutdown=DRAIN_S,
+        timeout_graceful_shutdown=5,  # probes and scrapes answer at once
     )
     server = HttpServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=PROBES)

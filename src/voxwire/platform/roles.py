@@ -11,7 +11,8 @@
 Stopping (SIGTERM): the process's signal handler stops the platform
 (:meth:`voxwire.platform.build.Platform.stop`), so the HTTP servers here leave
 signals alone (:class:`HttpServer`); a stopping gateway accepts no new
-connection and finishes the requests in flight (for up to ``DRAIN_S``).
+connection and finishes the requests in flight, and a worker its jobs, for up
+to the ``drain_s`` setting.
 
 Each start function returns the tasks of its role once they run (the
 gateway's once it listens); what it opened is closed with the adapters.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
@@ -161,7 +163,9 @@ async def start_worker(
     bus = await adapters.bus()
     tasks = []
     if files:
-        file_worker = FileWorker(bus, adapters.blobs(), files, options)
+        file_worker = FileWorker(
+            bus, adapters.blobs(), files, options, drain_s=settings.listen.drain_s
+        )
         tasks.append(asyncio.create_task(file_worker.run(), name="worker"))
     if live:
         threads = stream_engines(settings)
@@ -215,8 +219,6 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
 
 GATEWAY = "gateway"
 """The task that serves HTTP: stopped by asking uvicorn to exit, not cancelled."""
-DRAIN_S = 20
-"""How long a stopping HTTP server lets its requests in flight finish."""
 
 
 class HttpServer(uvicorn.Server):
@@ -263,7 +265,7 @@ async def start_gateway(
         lifespan="off",
         access_log=False,
         timeout_keep_alive=75,
-        timeout_graceful_shutdown=DRAIN_S,
+        timeout_graceful_shutdown=math.ceil(adapters.settings.listen.drain_s),
     )
     server = HttpServer(config)
     serving = asyncio.create_task(server.serve(sockets=[http_socket]), name=GATEWAY)

@@ -48,8 +48,9 @@ log = logging.getLogger(__name__)
 
 WORKER_GROUP = "voxwire-workers"
 DRAIN_S = 20.0
-"""How long a stopping worker lets its jobs in flight finish (Kubernetes gives a
-pod 30 s between SIGTERM and SIGKILL by default)."""
+"""How long a stopping worker lets its jobs in flight finish by default (the
+``drain_s`` setting; Kubernetes gives a pod 30 s between SIGTERM and SIGKILL
+by default)."""
 
 
 def load_pcm(blobs: BlobStore, key: str) -> Audio:
