@@ -27,13 +27,16 @@ JOBS = 8
 FILES = [i.path for i in eval_with_text() if i.duration_s <= 7]
 
 
+def _count(platform: DistributedPlatform, name: str, pattern: str) -> int:
+    return len(re.findall(pattern, platform.log(name, tail=None)))
+
+
 def _jobs_done(platform: DistributedPlatform, name: str) -> int:
-    return len(re.findall(r"job \S+ done in", platform.log(name, tail=None)))
+    return _count(platform, name, r"job \S+ done in")
 
 
 def _assignments(platform: DistributedPlatform, name: str) -> int:
-    log = platform.log(name, tail=None)
-    return len(re.findall(r"transcription\.jobs \(group \S+\): assigned partitions", log))
+    return _count(platform, name, r"transcription\.jobs \(group \S+\): assigned partitions")
 
 
 async def _transcribe_all(platform: DistributedPlatform, paths: list[Path]) -> list[Transcript]:
@@ -44,17 +47,38 @@ async def _transcribe_all(platform: DistributedPlatform, paths: list[Path]) -> l
     return await asyncio.wait_for(asyncio.gather(*(one(p) for p in paths)), 240)
 
 
-def test_a_terminated_worker_finishes_its_jobs_leaves_the_group_and_exits_0(
-    cluster: DistributedPlatform,
+@pytest.mark.parametrize(
+    "drain_s", ["20", "0"], ids=["jobs-in-flight-finish", "jobs-in-flight-handed-back"]
+)
+def test_a_terminated_worker_leaves_the_group_and_exits_0_and_every_job_completes(
+    tmp_path: Path, drain_s: str
 ) -> None:
-    worker = cluster.processes["worker-0"]
-    assigned_before = _assignments(cluster, "worker-1")
+    """SIGTERM worker-0 while it runs a job: with time to drain it finishes the
+    job; without (``drain_s`` 0) it aborts it and the other worker runs it."""
+    platform = DistributedPlatform(tmp_path, workers=2, drain_s=drain_s).start()
+    try:
+        _terminate_a_worker_mid_batch(platform, handing_back=drain_s == "0")
+    except BaseException:
+        print(platform.digest())
+        raise
+    finally:
+        platform.stop()
+
+
+def _terminate_a_worker_mid_batch(platform: DistributedPlatform, *, handing_back: bool) -> None:
+    worker = platform.processes["worker-0"]
+    assigned_before = _assignments(platform, "worker-1")
     exit_code: list[int] = []
+
+    def started() -> int:
+        return _count(platform, "worker-0", r"job \S+ started")
 
     def terminate_mid_batch() -> None:
         deadline = time.monotonic() + 120
-        while _jobs_done(cluster, "worker-0") < 1 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        while time.monotonic() < deadline and not (
+            _jobs_done(platform, "worker-0") >= 1 and started() > _jobs_done(platform, "worker-0")
+        ):
+            time.sleep(0.05)
         os.killpg(worker.pid, signal.SIGTERM)
         exit_code.append(worker.wait(60))
 
@@ -62,7 +86,7 @@ def test_a_terminated_worker_finishes_its_jobs_leaves_the_group_and_exits_0(
     stopper = threading.Thread(target=terminate_mid_batch)
     stopper.start()
     try:
-        transcripts = asyncio.run(_transcribe_all(cluster, paths))
+        transcripts = asyncio.run(_transcribe_all(platform, paths))
     finally:
         stopper.join()
 
@@ -70,15 +94,22 @@ def test_a_terminated_worker_finishes_its_jobs_leaves_the_group_and_exits_0(
     for transcript in transcripts:
         indexes = [s.index for s in transcript.segments]
         assert indexes == list(range(len(indexes))), f"{transcript.sid}: {indexes}"
-    assert exit_code == [0], cluster.log("worker-0")
-    log = cluster.log("worker-0", tail=None)
+        assert len({s.id for s in transcript.segments}) == len(indexes)
+    assert exit_code == [0], platform.log("worker-0")
+    log = platform.log("worker-0", tail=None)
     assert "SIGTERM: stopping" in log
     assert re.search(r"transcription\.jobs \(group \S+\): left the group", log), log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     assert log.rstrip().endswith("stopped"), log[-1000:]
+    # every job it started ended: done and committed, or handed back
+    handed_back = _count(platform, "worker-0", r"job \S+ aborted: the worker is stopping")
+    assert started() == _jobs_done(platform, "worker-0") + handed_back, log[-3000:]
+    if handing_back and "stopping: finishing" in log:  # a job was running: it went back
+        assert handed_back >= 1, log[-3000:]
+    print(f"worker-0: {started()} jobs started, {handed_back} handed back")
     # the other worker took over the partitions the terminated one left
-    assert _jobs_done(cluster, "worker-1") > 0
-    assert _assignments(cluster, "worker-1") > assigned_before
+    assert _jobs_done(platform, "worker-1") > 0
+    assert _assignments(platform, "worker-1") > assigned_before
 
 
 def test_a_terminated_gateway_finishes_an_upload_in_flight_and_the_bridge_stops_cleanly(

@@ -8,8 +8,9 @@ are in flight and the rest wait on the bus. A job's offset is committed only
 after all of its messages were accepted by the bus.
 
 Stopping (cancelled: SIGTERM): the worker takes no new job, lets the jobs in
-flight finish and commit for up to ``drain_s``, then hands back those still
-running (they are not committed, so the group delivers them again), and closes
+flight finish and commit for up to ``drain_s``, then aborts those still
+running and hands them back (not committed, so the group delivers them again,
+and their next run emits every message again, with the same seqs), and closes
 its subscription, which commits and leaves the group at once: its partitions
 move to the other workers without waiting for the session timeout.
 """
@@ -39,7 +40,7 @@ from voxwire.core.metrics import (
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
-from voxwire.workers.engine import Engine, EngineOptions
+from voxwire.workers.engine import Engine, EngineOptions, TranscriptionAborted
 from voxwire.workers.pipeline import run_file_job
 from voxwire.workers.transcript import error_message
 from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode_message
@@ -51,6 +52,8 @@ DRAIN_S = 20.0
 """How long a stopping worker lets its jobs in flight finish by default (the
 ``drain_s`` setting; Kubernetes gives a pod 30 s between SIGTERM and SIGKILL
 by default)."""
+_ABORT_S = 5.0
+"""How long an aborted job may take to stop before its task is cancelled."""
 
 
 def load_pcm(blobs: BlobStore, key: str) -> Audio:
@@ -78,6 +81,7 @@ class FileWorker:
         self._options = options
         self._group = group
         self._drain_s = drain_s
+        self._aborting = False  # read by the engines' threads
         self._tasks: set[asyncio.Task[None]] = set()
         # One thread per engine instance, apart from the default executor.
         self._pool = ThreadPoolExecutor(max_workers=len(engines), thread_name_prefix="engine")
@@ -104,22 +108,27 @@ class FileWorker:
             self._pool.shutdown(wait=False)
 
     async def _drain(self) -> None:
-        """Let the jobs in flight finish for up to ``drain_s``; cancel the rest
+        """Let the jobs in flight finish for up to ``drain_s``; abort the rest,
         uncommitted, so that the group delivers them again."""
         if not self._tasks:
             return
         log.info("stopping: finishing %d job(s) in flight", len(self._tasks))
         _, running = await asyncio.wait(set(self._tasks), timeout=self._drain_s)
         if running:
-            log.warning("stopping: handing back %d unfinished job(s) uncommitted", len(running))
-            for task in running:
+            log.warning("stopping: aborting %d unfinished job(s), handed back", len(running))
+            self._aborting = True
+            _, stuck = await asyncio.wait(running, timeout=_ABORT_S)
+            for task in stuck:  # an engine that did not stop: leave its thread behind
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
 
     async def _handle(self, record: Record, engine: Engine, subscription: Subscription) -> None:
         started = time.perf_counter()
-        if record.timestamp is not None:
-            JOB_QUEUE_WAIT.observe(max(0.0, time.time() - record.timestamp))
+        waited = None if record.timestamp is None else max(0.0, time.time() - record.timestamp)
+        if waited is not None:
+            JOB_QUEUE_WAIT.observe(waited)
+        on_bus = "?" if waited is None else f"{waited:.2f}"
+        log.info("job %s started (%s s on the bus)", record.key, on_bus)
         JOBS_IN_FLIGHT.inc()
         try:
             try:
@@ -135,12 +144,19 @@ class FileWorker:
             await subscription.commit(record)
             self.jobs_done += 1
             JOBS.labels(outcome="done").inc()
+        except TranscriptionAborted:
+            log.info("job %s aborted: the worker is stopping; handed back", record.key)
+            JOBS.labels(outcome="handed_back").inc()
         except BusError as exc:  # e.g. a rebalance moved the partition meanwhile
             log.warning("job %s done but not committed (%s); it may run again", record.key, exc)
             JOBS.labels(outcome="uncommitted").inc()
         except Exception:
             log.exception("job %s failed unexpectedly", record.key)
             JOBS.labels(outcome="failed").inc()
+
+    def _stopping(self) -> bool:
+        """The engines' ``abort``: True once a stopping worker gave up waiting."""
+        return self._aborting
 
     async def _process(self, record: Record, engine: Engine) -> int:
         """Run the job; its audio's duration in ms (0: nothing was transcribed)."""
@@ -180,7 +196,9 @@ class FileWorker:
             )
             return 0
         try:
-            await loop.run_in_executor(self._pool, run_file_job, job, audio, engine, options, emit)
+            await loop.run_in_executor(
+                self._pool, run_file_job, job, audio, engine, options, emit, self._stopping
+            )
         finally:  # the job counts as done only once the bus has every message
             await asyncio.gather(*(asyncio.wrap_future(f) for f in producing))
         return job.duration_ms
