@@ -112,3 +112,14 @@ def test_the_dashboard_is_importable(dashboard: dict[str, Any]) -> None:
 def test_metric_names_ignore_labels_ranges_and_groupings() -> None:
     expr = 'histogram_quantile(0.95, sum by (le, route) (rate(a_bucket{route="/x"}[5m]))) / b'
     assert metric_names(expr) == {"a_bucket", "b"}
+
+
+def test_the_chart_ships_the_dashboard_for_grafanas_sidecar(dashboard: dict[str, Any]) -> None:
+    from tests.deploy.chart import render
+
+    assert not [
+        o for o in render("default").of("ConfigMap") if o["metadata"]["name"].endswith("dashboard")
+    ]
+    config_map = render("default", "grafanaDashboard.enabled=true").one("ConfigMap", "-dashboard")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(config_map["data"]["voxwire.json"]) == dashboard
