@@ -1,4 +1,4 @@
-"""KafkaBus and kafka_init against a real broker.
+"""KafkaBus, kafka_init and the consumer lag gauge against a real broker.
 
 The broker is ``$VOXWIRE_KAFKA_BOOTSTRAP`` (default 127.0.0.1:19092; start one
 with ``scripts/services.sh start kafka``). When it cannot be reached these
@@ -25,11 +25,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+from prometheus_client import REGISTRY
 
 from voxwire.bus.base import Record
 from voxwire.bus.kafka import KafkaBus
 from voxwire.bus.kafka_consumer import KafkaSubscription
 from voxwire.bus.kafka_options import ConsumerOptions, KafkaOptions
+from voxwire.bus.kafka_stats import consumer_lag
 from voxwire.bus.topics import DEFAULT_TOPICS, CleanupPolicy, TopicSpec, kafka_init, topic_specs
 from voxwire.core.errors import BusError, ConfigError
 
@@ -268,6 +270,7 @@ CRASHING_WORKER = textwrap.dedent(
     import asyncio, sys
     from voxwire.bus.kafka import KafkaBus
     from voxwire.bus.kafka_options import ConsumerOptions, KafkaOptions
+from voxwire.bus.kafka_stats import consumer_lag
 
     async def main(bootstrap, topic, group):
         options = KafkaOptions(
@@ -457,3 +460,41 @@ def test_default_topics_and_overrides() -> None:
         topic_specs({"no.such.topic": {"partitions": 1}})
     with pytest.raises(ConfigError):
         topic_specs({"transcription.jobs": {"partitions": 0}})
+
+
+# -- consumer lag (voxwire_kafka_consumer_lag, from librdkafka's statistics) --------------
+
+
+def lag(topic: str, group: str) -> float | None:
+    return REGISTRY.get_sample_value("voxwire_kafka_consumer_lag", {"topic": topic, "group": group})
+
+
+async def test_the_lag_gauge_follows_what_the_group_committed(kafka: Kafka, bus: KafkaBus) -> None:
+    topic, group = kafka.topic(partitions=2), kafka.group()
+    for n in range(10):
+        await bus.produce(topic, f"sid-{n % 2}", str(n).encode())
+    subscription = bus.subscribe(topic, group)
+    try:
+        records = await take(subscription, 10)
+        await subscription.commit(*records[:3])
+        await wait_until(lambda: lag(topic, group) == 7)
+        await subscription.commit(*records[3:])
+        await wait_until(lambda: lag(topic, group) == 0)
+    finally:
+        await subscription.close()
+
+
+def test_lag_counts_only_the_partitions_the_consumer_fetches() -> None:
+    stats = {
+        "topics": {
+            "jobs": {
+                "partitions": {
+                    "0": {"fetch_state": "active", "consumer_lag": 4},
+                    "1": {"fetch_state": "active", "consumer_lag": -1},  # not known yet
+                    "2": {"fetch_state": "none", "consumer_lag": 9},  # another member's
+                    "-1": {"fetch_state": "none", "consumer_lag": -1},
+                }
+            }
+        }
+    }
+    assert consumer_lag(stats) == {"jobs": 4}

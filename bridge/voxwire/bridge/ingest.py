@@ -41,6 +41,7 @@ import paho.mqtt.client as paho
 from voxwire.broker.connection import BrokerConnection, ConnectOptions, Received, ReconnectPolicy
 from voxwire.bus import Bus
 from voxwire.core.errors import BusError
+from voxwire.core.metrics import INGESTED
 from voxwire.wire.records import ClientPublish
 from voxwire.wire.topics import AUDIO_TOPIC, QUERIES_TOPIC
 from voxwire_client.topics import parse_audio_topic, parse_query_topic
@@ -145,6 +146,7 @@ class MqttIngest:
                     delay = min(delay * 2, 10.0)
             self._connection.ack(message)
             self.forwarded += 1
+            INGESTED.inc()
 
     async def run(self) -> None:
         """Connect and forward until cancelled."""

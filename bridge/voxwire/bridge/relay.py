@@ -10,6 +10,9 @@ background while the next batches are stored and sent (at most
 broker refused (that error ends the relay, and the batch is delivered again);
 a commit that fails is retried by a later one or, at worst, the batch is
 delivered again and its repeats are skipped by seq.
+Metrics: messages relayed by type, error messages by code, each message's
+delivery latency (its server timestamp to the broker's acknowledgement) and,
+for live finals, their latency from the end of their audio.
 Storing first means a client that sees ``seq`` N can always fetch everything
 up to N from the history API. The batch size bounds
 the work in flight: a slow broker slows the relay instead of growing a queue.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
@@ -26,8 +30,16 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from voxwire.bus import Bus, Record, Subscription, commit_or_warn
+from voxwire.core.metrics import DELIVERY_SECONDS, ERRORS, FINAL_SECONDS, RELAYED
 from voxwire.wire.topics import RESULTS_TOPIC
-from voxwire_client.messages import Message, encode_message, parse_message, topic_kind
+from voxwire_client.messages import (
+    ErrorMessage,
+    Message,
+    SegmentMessage,
+    encode_message,
+    parse_message,
+    topic_kind,
+)
 from voxwire_client.topics import session_topic
 
 log = logging.getLogger(__name__)
@@ -105,12 +117,31 @@ class ResultRelay:
         if not messages:
             return None
         await self._store.record_messages(messages)
-        return self._publisher.send_many(
+        acked = self._publisher.send_many(
             [(session_topic(m.sid, topic_kind(m)), encode_message(m)) for m in messages],
             qos=1,
             retain=True,
             expiry_s=self._expiry_s,
         )
+        acked.add_done_callback(lambda done: _delivered(messages, done))
+        return acked
+
+
+def _delivered(messages: list[Message], acked: asyncio.Future[None]) -> None:
+    """Count a batch the broker acknowledged, and how long its messages took."""
+    if acked.cancelled() or acked.exception() is not None:
+        return
+    now = time.time()
+    for message in messages:
+        RELAYED.labels(type=message.type).inc()
+        DELIVERY_SECONDS.observe(max(0.0, now - message.ts.timestamp()))
+        if isinstance(message, ErrorMessage):
+            ERRORS.labels(code=message.code).inc()
+        elif isinstance(message, SegmentMessage) and message.type == "final" and message.latency:
+            latency = message.latency
+            FINAL_SECONDS.observe(
+                (latency.vad_ms + latency.queue_ms + latency.transcribe_ms) / 1000
+            )
 
 
 async def _settle(

@@ -38,7 +38,7 @@ from voxwire.core.errors import (
     VoxwireError,
 )
 from voxwire.core.exports import CONTENT_TYPES, TEXT_FORMATS, render, transcript_format
-from voxwire.core.metrics import RATE_LIMITED
+from voxwire.core.metrics import ERRORS, RATE_LIMITED
 from voxwire.core.ratelimit import RateLimitedError, RateLimits
 from voxwire.core.readiness import (
     HEALTH_PATH,
@@ -50,6 +50,7 @@ from voxwire.core.readiness import (
 from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.languages import served_models
+from voxwire.gateway.request_metrics import RequestMetrics
 from voxwire.gateway.streams import StreamService
 from voxwire.gateway.uploads import Upload, UploadService
 from voxwire.gateway.web import mount_web_app
@@ -137,6 +138,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     @app.exception_handler(VoxwireError)
     async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
         body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint, sid=exc.sid)
+        ERRORS.labels(code=exc.code).inc()
         headers = None
         if isinstance(exc, RateLimitedError):
             headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
@@ -145,6 +147,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     @app.exception_handler(InvalidSessionIdError)
     async def bad_sid(_request: Request, exc: InvalidSessionIdError) -> JSONResponse:
         body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint)
+        ERRORS.labels(code=exc.code).inc()
         return JSONResponse(body.model_dump(), status_code=400)
 
     def take(tenant_id: str, name: str) -> None:
@@ -399,6 +402,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
 
     mount_web_app(app)
     app.add_middleware(BodyLimit, exempt=_is_upload)
+    app.add_middleware(RequestMetrics)
     return app
 
 

@@ -14,13 +14,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class Record:
     """One record of a topic. ``offset`` counts within ``partition`` (the
-    in-process bus has one partition per topic, 0)."""
+    in-process bus has one partition per topic, 0); ``timestamp``: when the bus
+    took it, seconds since the epoch (None: unknown)."""
 
     topic: str
     key: str
     value: bytes
     offset: int
     partition: int = 0
+    timestamp: float | None = None
 
 
 class Subscription(Protocol):

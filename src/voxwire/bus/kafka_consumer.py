@@ -40,11 +40,19 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from voxwire.bus.base import Record
 from voxwire.bus.kafka_commits import COMMIT_POLL_S, Commits, settle
 from voxwire.bus.kafka_options import KafkaOptions, kafka_error
+from voxwire.bus.kafka_stats import STATS_INTERVAL_MS, LagGauge
 from voxwire.core.errors import BusError
 
 log = logging.getLogger(__name__)
@@ -70,6 +78,12 @@ class _Close:
 
 
 _Command = _Fetch | _Finish | _Close
+
+
+def _seconds(timestamp: tuple[int, int]) -> float | None:
+    """A Kafka message timestamp (type, ms) in seconds; None when it has none."""
+    kind, ms = timestamp
+    return None if kind == TIMESTAMP_NOT_AVAILABLE else ms / 1000
 
 
 def _answer(command: _Command, error: BusError) -> None:
@@ -143,7 +157,13 @@ class KafkaSubscription:
         self._close: _Close | None = None
         self._failure: BusError | None = None
         self._assignment: frozenset[int] = frozenset()
-        config = {**config, "error_cb": self._on_error, "on_commit": self._on_commit}
+        config = {
+            "statistics.interval.ms": STATS_INTERVAL_MS,
+            **config,
+            "error_cb": self._on_error,
+            "on_commit": self._on_commit,
+            "stats_cb": LagGauge(group),
+        }
         try:
             self._consumer = Consumer(config)
             self._consumer.subscribe(
@@ -332,6 +352,7 @@ class KafkaSubscription:
                 value=message.value() or b"",
                 offset=message.offset() or 0,
                 partition=message.partition() or 0,
+                timestamp=_seconds(message.timestamp()),
             )
             self._commits.started(record)
             records.append(record)
@@ -413,6 +434,7 @@ class KafkaSubscription:
                 self._consumer.poll(COMMIT_POLL_S)  # serves on_commit; records are dropped
         try:
             self._consumer.close()
+            log.info("%s (group %s): left the group", self.topic, self.group)
         except (KafkaException, RuntimeError) as exc:
             log.warning("closing the consumer of %s: %s", self.topic, exc)
         error = BusError(f"subscription to {self.topic} is closed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from dataclasses import dataclass, field
 
 from voxwire.bus.base import Record
@@ -62,7 +63,9 @@ class MemoryBus:
         if self._closed:
             raise BusError(f"bus is closed; cannot produce to {topic}")
         state = self._topic(topic)
-        record = Record(topic=topic, key=key, value=value, offset=next(state.offsets))
+        record = Record(
+            topic=topic, key=key, value=value, offset=next(state.offsets), timestamp=time.time()
+        )
         if not state.groups:
             state.backlog.append(record)
         for queue in state.groups.values():

@@ -1,5 +1,9 @@
 """``voxwire gateway|worker|bridge``: the distributed mode's processes, and
-``voxwire kafka init``."""
+``voxwire kafka init``.
+
+SIGTERM or SIGINT stops a process cleanly (:meth:`voxwire.platform.build.Platform.stop`:
+the gateway finishes its requests, a worker its jobs, every consumer commits and
+leaves its group) and it exits 0; a second signal cuts the stop short."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import typer
 from voxwire.cli.common import console, fail
 from voxwire.core.config import load_settings
 from voxwire.core.errors import VoxwireError
+
+log = logging.getLogger(__name__)
 
 kafka_app = typer.Typer(help="Kafka topics for distributed mode.", no_args_is_help=True)
 
@@ -35,10 +41,16 @@ def _run(role: str, **overrides: Any) -> None:
 async def _until_signal(job: Coroutine[Any, Any, None]) -> None:
     task = asyncio.ensure_future(job)
     loop = asyncio.get_running_loop()
+
+    def stop(sig: signal.Signals) -> None:
+        log.info("%s: stopping", sig.name)
+        task.cancel()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, stop, sig)
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    log.info("stopped")
 
 
 def gateway(

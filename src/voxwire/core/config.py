@@ -9,7 +9,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
 :func:`load_settings` and ``Settings(...)``; in code they are grouped::
 
     Settings     mode, bus, store, search, broker, data_dir, namespace, and:
-    .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port,
+    .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port, drain_s,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
                  stream_engines, max_streams, batch_finals, word_timestamps, device,
@@ -108,6 +108,12 @@ class ListenSettings(BaseModel):
         ge=1,
         le=65535,
         description="a worker or bridge process serves /healthz, /readyz and /metrics here",
+    )
+    drain_s: float = Field(
+        default=20.0,
+        ge=0,
+        description="on SIGTERM: how long requests and file jobs in flight may finish (unfinished "
+        "jobs are handed back); keep it under the termination grace period",
     )
     ws_tls_cert: Path | None = Field(
         default=None,

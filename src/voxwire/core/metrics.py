@@ -1,5 +1,8 @@
-"""Counters of what protects the platform and how live streams are served,
-in the Prometheus text format.
+"""What an operator watches, in the Prometheus text format: requests and their
+latency (gateway), jobs, queue wait, engine time and real-time factor (worker),
+live streams and their finals' latency, relayed messages and their delivery
+latency (bridge), Kafka consumer lag (every consumer), errors by code, and the
+counters of what protects the platform.
 
 Every process keeps its own (``prometheus_client``'s default registry). The
 gateway serves them on ``GET /metrics`` (embedded mode: all of the platform's);
@@ -10,7 +13,7 @@ No label ever carries text, a key or a session id.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 REDACTIONS = Counter(
     "voxwire_redactions", "Personal data taken out of finals, by entity type", ["entity"]
@@ -48,4 +51,79 @@ STREAM_BAD_FRAMES = Counter(
 )
 STREAMS_REFUSED = Counter(
     "voxwire_streams_refused", "Live streams refused because the workers were full"
+)
+
+# -- requests and errors (gateway; errors also from workers) -----------------------------
+
+HTTP_REQUESTS = Counter(
+    "voxwire_http_requests",
+    "HTTP requests answered, by route template, method and status code",
+    ["route", "method", "status"],
+)
+HTTP_SECONDS = Histogram(
+    "voxwire_http_request_seconds", "Time to answer an HTTP request, by route template", ["route"]
+)
+ERRORS = Counter(
+    "voxwire_errors",
+    "Errors reported to clients (HTTP error bodies, error messages of sessions), by code",
+    ["code"],
+)
+
+# -- file jobs (worker) ------------------------------------------------------------------
+
+JOBS = Counter(
+    "voxwire_jobs",
+    "File jobs a worker ended, by outcome: done (committed), uncommitted (done, but the "
+    "commit was refused: it may run again), handed_back (aborted: the worker stopped; it "
+    "runs again elsewhere), failed",
+    ["outcome"],
+)
+JOBS_IN_FLIGHT = Gauge("voxwire_jobs_in_flight", "File jobs a worker is transcribing now")
+_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+JOB_QUEUE_WAIT = Histogram(
+    "voxwire_job_queue_wait_seconds",
+    "Time a file job waited on the bus before a worker took it",
+    buckets=_WAIT_BUCKETS,
+)
+JOB_SECONDS = Histogram(
+    "voxwire_job_seconds",
+    "Time a worker spent on a file job, from taking it to the bus accepting its last message",
+    buckets=_WAIT_BUCKETS,
+)
+REALTIME_FACTOR = Histogram(
+    "voxwire_engine_realtime_factor",
+    "A file job's time over its audio's duration (below 1: faster than real time)",
+    buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5),
+)
+
+# -- results (bridge) --------------------------------------------------------------------
+
+RELAYED = Counter(
+    "voxwire_relayed_messages",
+    "Result messages the bridge stored and published to the broker, by message type",
+    ["type"],
+)
+DELIVERY_SECONDS = Histogram(
+    "voxwire_delivery_latency_seconds",
+    "From a result message's server timestamp (produced) to the broker acknowledging its "
+    "publish (subscribers can have it)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+FINAL_SECONDS = Histogram(
+    "voxwire_final_latency_seconds",
+    "Live finals: from the end of the segment's audio to its final message (endpointing, "
+    "queue, engine)",
+    buckets=(0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30),
+)
+INGESTED = Counter(
+    "voxwire_ingested_messages", "Client publishes (live audio, control) the bridge put on the bus"
+)
+
+# -- Kafka (every consumer) --------------------------------------------------------------
+
+CONSUMER_LAG = Gauge(
+    "voxwire_kafka_consumer_lag",
+    "Records of a topic's partitions this process consumes that it has not reached yet "
+    "(librdkafka's statistics)",
+    ["topic", "group"],
 )

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from voxwire.core.readiness import HEALTH_PATH, METRICS_PATH, READY_PATH, Readiness
-from voxwire.platform.roles import listen
+from voxwire.platform.roles import HttpServer, listen
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,13 @@ async def serve_probes(
     """Serve :func:`probe_app` on ``host:port``; returns once it listens."""
     sock = listen(host, port, "metrics_port")
     config = uvicorn.Config(
-        probe_app(readiness, role), log_level="warning", lifespan="off", access_log=False
+        probe_app(readiness, role),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        timeout_graceful_shutdown=5,  # probes and scrapes answer at once
     )
-    server = uvicorn.Server(config)
+    server = HttpServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=PROBES)
     while not server.started:
         if task.done():

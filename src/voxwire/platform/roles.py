@@ -8,6 +8,12 @@
   prompt queries and the ingest (what clients publish -> bus);
 - ``gateway``: the HTTP API on ``host:http_port``.
 
+Stopping (SIGTERM): the process's signal handler stops the platform
+(:meth:`voxwire.platform.build.Platform.stop`), so the HTTP servers here leave
+signals alone (:class:`HttpServer`); a stopping gateway accepts no new
+connection and finishes the requests in flight, and a worker its jobs, for up
+to the ``drain_s`` setting.
+
 Each start function returns the tasks of its role once they run (the
 gateway's once it listens); what it opened is closed with the adapters.
 """
@@ -15,11 +21,13 @@ gateway's once it listens); what it opened is closed with the adapters.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal, get_args
@@ -155,7 +163,9 @@ async def start_worker(
     bus = await adapters.bus()
     tasks = []
     if files:
-        file_worker = FileWorker(bus, adapters.blobs(), files, options)
+        file_worker = FileWorker(
+            bus, adapters.blobs(), files, options, drain_s=settings.listen.drain_s
+        )
         tasks.append(asyncio.create_task(file_worker.run(), name="worker"))
     if live:
         threads = stream_engines(settings)
@@ -211,6 +221,16 @@ GATEWAY = "gateway"
 """The task that serves HTTP: stopped by asking uvicorn to exit, not cancelled."""
 
 
+class HttpServer(uvicorn.Server):
+    """uvicorn's server without its signal handlers: it stops when the platform
+    sets ``should_exit`` (uvicorn's own would stop the server alone on SIGTERM,
+    and raise the signal again once it has)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
 async def start_gateway(
     adapters: Adapters, workers: int, device: str | None = None
 ) -> tuple[uvicorn.Server, list[asyncio.Task[None]]]:
@@ -245,8 +265,9 @@ async def start_gateway(
         lifespan="off",
         access_log=False,
         timeout_keep_alive=75,
+        timeout_graceful_shutdown=math.ceil(adapters.settings.listen.drain_s),
     )
-    server = uvicorn.Server(config)
+    server = HttpServer(config)
     serving = asyncio.create_task(server.serve(sockets=[http_socket]), name=GATEWAY)
     tasks = [serving]
     if isinstance(access, DynsecAccess):

@@ -6,6 +6,13 @@ N engine instances (each loaded once) run jobs concurrently, one job each;
 the worker takes a new job only when an instance is free, so at most N jobs
 are in flight and the rest wait on the bus. A job's offset is committed only
 after all of its messages were accepted by the bus.
+
+Stopping (cancelled: SIGTERM): the worker takes no new job, lets the jobs in
+flight finish and commit for up to ``drain_s``, then aborts those still
+running and hands them back (not committed, so the group delivers them again,
+and their next run emits every message again, with the same seqs), and closes
+its subscription, which commits and leaves the group at once: its partitions
+move to the other workers without waiting for the session timeout.
 """
 
 from __future__ import annotations
@@ -23,10 +30,17 @@ from voxwire.blobs import BlobStore
 from voxwire.bus import Bus, Record, Subscription
 from voxwire.core.audio import Audio, pcm16le_to_float32
 from voxwire.core.errors import BusError, VoxwireError
+from voxwire.core.metrics import (
+    JOB_QUEUE_WAIT,
+    JOB_SECONDS,
+    JOBS,
+    JOBS_IN_FLIGHT,
+    REALTIME_FACTOR,
+)
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
-from voxwire.workers.engine import Engine, EngineOptions
+from voxwire.workers.engine import Engine, EngineOptions, TranscriptionAborted
 from voxwire.workers.pipeline import run_file_job
 from voxwire.workers.transcript import error_message
 from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode_message
@@ -34,6 +48,12 @@ from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode
 log = logging.getLogger(__name__)
 
 WORKER_GROUP = "voxwire-workers"
+DRAIN_S = 20.0
+"""How long a stopping worker lets its jobs in flight finish by default (the
+``drain_s`` setting; Kubernetes gives a pod 30 s between SIGTERM and SIGKILL
+by default)."""
+_ABORT_S = 5.0
+"""How long an aborted job may take to stop before its task is cancelled."""
 
 
 def load_pcm(blobs: BlobStore, key: str) -> Audio:
@@ -49,6 +69,7 @@ class FileWorker:
         options: EngineOptions,
         *,
         group: str = WORKER_GROUP,
+        drain_s: float = DRAIN_S,
     ) -> None:
         if not engines:
             raise ValueError("a worker needs at least one engine instance")
@@ -59,13 +80,15 @@ class FileWorker:
             self._idle.put_nowait(engine)
         self._options = options
         self._group = group
+        self._drain_s = drain_s
+        self._aborting = False  # read by the engines' threads
         self._tasks: set[asyncio.Task[None]] = set()
         # One thread per engine instance, apart from the default executor.
         self._pool = ThreadPoolExecutor(max_workers=len(engines), thread_name_prefix="engine")
         self.jobs_done = 0
 
     async def run(self) -> None:
-        """Consume jobs until cancelled; in-flight jobs finish first."""
+        """Consume jobs until cancelled; then drain (see the module doc)."""
         subscription = self._bus.subscribe(JOBS_TOPIC, self._group)
         try:
             while True:
@@ -79,34 +102,71 @@ class FileWorker:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         finally:
-            if self._tasks:
-                await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._drain()
             await subscription.close()
+            log.info("%s: stopped (%d jobs done)", self._group, self.jobs_done)
             self._pool.shutdown(wait=False)
+
+    async def _drain(self) -> None:
+        """Let the jobs in flight finish for up to ``drain_s``; abort the rest,
+        uncommitted, so that the group delivers them again."""
+        if not self._tasks:
+            return
+        log.info("stopping: finishing %d job(s) in flight", len(self._tasks))
+        _, running = await asyncio.wait(set(self._tasks), timeout=self._drain_s)
+        if running:
+            log.warning("stopping: aborting %d unfinished job(s), handed back", len(running))
+            self._aborting = True
+            _, stuck = await asyncio.wait(running, timeout=_ABORT_S)
+            for task in stuck:  # an engine that did not stop: leave its thread behind
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
 
     async def _handle(self, record: Record, engine: Engine, subscription: Subscription) -> None:
         started = time.perf_counter()
+        waited = None if record.timestamp is None else max(0.0, time.time() - record.timestamp)
+        if waited is not None:
+            JOB_QUEUE_WAIT.observe(waited)
+        on_bus = "?" if waited is None else f"{waited:.2f}"
+        log.info("job %s started (%s s on the bus)", record.key, on_bus)
+        JOBS_IN_FLIGHT.inc()
         try:
             try:
-                await self._process(record, engine)
+                duration_ms = await self._process(record, engine)
             finally:  # the next job need not wait for this one's commit
                 self._idle.put_nowait(engine)
-            log.info("job %s done in %.2f s", record.key, time.perf_counter() - started)
+                JOBS_IN_FLIGHT.dec()
+            took = time.perf_counter() - started
+            log.info("job %s done in %.2f s", record.key, took)
+            JOB_SECONDS.observe(took)
+            if duration_ms:
+                REALTIME_FACTOR.observe(took / (duration_ms / 1000))
             await subscription.commit(record)
             self.jobs_done += 1
+            JOBS.labels(outcome="done").inc()
+        except TranscriptionAborted:
+            log.info("job %s aborted: the worker is stopping; handed back", record.key)
+            JOBS.labels(outcome="handed_back").inc()
         except BusError as exc:  # e.g. a rebalance moved the partition meanwhile
             log.warning("job %s done but not committed (%s); it may run again", record.key, exc)
+            JOBS.labels(outcome="uncommitted").inc()
         except Exception:
             log.exception("job %s failed unexpectedly", record.key)
+            JOBS.labels(outcome="failed").inc()
 
-    async def _process(self, record: Record, engine: Engine) -> None:
+    def _stopping(self) -> bool:
+        """The engines' ``abort``: True once a stopping worker gave up waiting."""
+        return self._aborting
+
+    async def _process(self, record: Record, engine: Engine) -> int:
+        """Run the job; its audio's duration in ms (0: nothing was transcribed)."""
         try:
             job = FileJob.model_validate_json(record.value)
         except ValidationError:
             log.error(
                 "dropping a malformed job record (key %s, offset %d)", record.key, record.offset
             )
-            return
+            return 0
         loop = asyncio.get_running_loop()
 
         producing: list[Future[None]] = []
@@ -134,8 +194,11 @@ class FileWorker:
             await self._bus.produce(
                 RESULTS_TOPIC, job.sid, encode_message(error_message(job.sid, job.first_seq, exc))
             )
-            return
+            return 0
         try:
-            await loop.run_in_executor(self._pool, run_file_job, job, audio, engine, options, emit)
+            await loop.run_in_executor(
+                self._pool, run_file_job, job, audio, engine, options, emit, self._stopping
+            )
         finally:  # the job counts as done only once the bus has every message
             await asyncio.gather(*(asyncio.wrap_future(f) for f in producing))
+        return job.duration_ms

@@ -17,7 +17,13 @@ from dataclasses import replace
 from voxwire.core.audio import SAMPLE_RATE, Audio
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.wire.records import FileJob
-from voxwire.workers.engine import Engine, EngineOptions, LanguageDetector, Segment
+from voxwire.workers.engine import (
+    Engine,
+    EngineOptions,
+    LanguageDetector,
+    Segment,
+    TranscriptionAborted,
+)
 from voxwire.workers.speakers.encoder import shared_encoder
 from voxwire.workers.speakers.files import DiarizationOptions, Turn, diarize, split_segment
 from voxwire.workers.transcript import TranscriptBuilder, words_between, words_of
@@ -55,9 +61,16 @@ def speaker_turns(job: FileJob, audio: Audio) -> list[Turn] | None:
 
 
 def run_file_job(
-    job: FileJob, audio: Audio, engine: Engine, options: EngineOptions, emit: Emit
+    job: FileJob,
+    audio: Audio,
+    engine: Engine,
+    options: EngineOptions,
+    emit: Emit,
+    abort: Callable[[], bool] | None = None,
 ) -> None:
-    """Transcribe ``audio`` for ``job``; every outcome, errors included, is emitted.
+    """Transcribe ``audio`` for ``job``; every outcome, errors included, is emitted,
+    except an ``abort`` (polled by the engine; the worker is stopping): then
+    :class:`TranscriptionAborted` is raised and the job's ending is not emitted.
     With ``language`` "auto" the language is detected on the first speech, then
     kept for the whole file. With diarization the speaker turns are found first,
     and a segment in which the speaker changes is split there
@@ -94,7 +107,9 @@ def run_file_job(
         if options.language in AUTO:
             builder.detected(*detect_language(audio, engine, options))
             options = replace(options, language=builder.language or "en")
-        engine.transcribe(audio, options, on_segment=on_segment)
+        engine.transcribe(audio, options, on_segment=on_segment, abort=abort)
+    except TranscriptionAborted:
+        raise  # the job goes back to the bus; its next run emits it all again
     except VoxwireError as exc:
         emit(builder.error(exc, fatal=True))
         return
