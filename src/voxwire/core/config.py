@@ -19,7 +19,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     .security    token_secret, hook_secret, redact, redact_tenants
     .servers     the distributed mode's: mqtt_url, mqtt_ca_file, ws_url,
                  mqtt_username, mqtt_password, kafka_bootstrap, postgres_dsn,
-                 redis_url, opensearch_url
+                 redis_url, opensearch_url, emqx_api_url
     .blobs       store (flat: blob_store), shared_dir, s3_*
 
 A TOML file may also hold a table per group (``[listen]``, ``[engine]``, ...).
@@ -305,6 +305,11 @@ class ServerSettings(BaseModel):
     postgres_dsn: SecretStr = SecretStr("postgresql://voxwire@127.0.0.1:15432/voxwire")
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:16379/0")
     opensearch_url: str = "http://127.0.0.1:19200"
+    emqx_api_url: SecretStr = Field(
+        default=SecretStr(""),
+        description="broker=emqx: its REST API as http(s)://<API key>:<secret>@host:18083, to "
+        "close a revoked key's connections at once (empty: EMQX refuses only new ones)",
+    )
 
 
 class BlobSettings(BaseModel):
