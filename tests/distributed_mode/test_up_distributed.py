@@ -19,7 +19,7 @@ from tests.distributed import free_port, services_env
 from tests.helpers import EVAL_DIR
 from voxwire.core.readiness import READY_PATH
 from voxwire_client import Client
-from voxwire_client.config import load_config
+from voxwire_client.config import ClientConfig, installations, load_config, save_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,6 +39,8 @@ def test_up_distributed_serves_on_the_given_port_in_its_namespace(tmp_path: Path
     }
     for name in ("VOXWIRE_URL", "VOXWIRE_API_KEY", "VOXWIRE_HTTP_PORT", "VOXWIRE_DATA_DIR"):
         env.pop(name, None)
+    embedded = ClientConfig(api_key="vxk_eeeeeeee_embedded", installation="sqlite:/x/v.sqlite3")
+    save_config(embedded, tmp_path / "config" / "client.json")  # an earlier `make run`
     command = [sys.executable, "-m", "voxwire.cli", "up", "--distributed"]
     command += ["--http-port", str(port), "--data-dir", str(tmp_path / "data")]
     log = (tmp_path / "up.log").open("wb")
@@ -52,6 +54,9 @@ def test_up_distributed_serves_on_the_given_port_in_its_namespace(tmp_path: Path
             time.sleep(0.5)
         client_config = load_config(tmp_path / "config" / "client.json")
         assert client_config.url == url
+        assert client_config.installation.endswith(f"?namespace={namespace}")
+        _, entries = installations(tmp_path / "config" / "client.json")
+        assert entries[embedded.installation] == embedded  # kept beside this one
 
         topics = AdminClient({"bootstrap.servers": services["VOXWIRE_KAFKA_BOOTSTRAP"]})
         names = set(topics.list_topics(timeout=10).topics)

@@ -7,12 +7,16 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import EVAL_DIR, PlatformThread
 from tests.multilingual import have_espeak
+from voxwire.cli.installation import installation_name
+from voxwire.core.config import Settings
+from voxwire_client.config import ClientConfig, installations, save_config
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -102,3 +106,50 @@ def test_transcribe_and_stream_redact_what_they_are_told(
     # tiny.en hears "my car number is": a number after "my ... number" is personal
     assert "number is [" in transcript.lower(), result.stdout  # the platform default is off
     assert not re.search(r"\d", transcript), result.stdout
+
+
+def test_make_run_after_make_run_distributed_keeps_both_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a user tried it: an older `make run` left its key (first file format),
+    `make run-distributed` wrote its own, then `make run` again: both keys stay,
+    and the CLI uses the embedded platform's key to talk to it."""
+    for name in ("URL", "API_KEY", "MQTT_URL", "WS_URL", "MQTT_CA_FILE", "INSTALLATION", "MODE"):
+        monkeypatch.delenv(f"VOXWIRE_{name}", raising=False)
+    env = {
+        "VOXWIRE_CONFIG_DIR": str(tmp_path / "config"),
+        "VOXWIRE_CONFIG": str(tmp_path / "server.toml"),
+        "VOXWIRE_DATA_DIR": str(tmp_path / "data"),
+        "COLUMNS": "200",
+    }
+    created = _voxwire("keys", "create", env=env)
+    assert created.returncode == 0, created.stderr
+    embedded_key = re.findall(r"vxk_\w+_[\w-]+", created.stdout)[0]
+    path = tmp_path / "config" / "client.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"url": "http://127.0.0.1:8000", "api_key": embedded_key}))
+    distributed = installation_name(Settings(mode="distributed"))
+    save_config(ClientConfig(api_key="vxk_dddddddd_distributed", installation=distributed), path)
+
+    command = [sys.executable, "-m", "voxwire.cli", "up"]
+    command += ["--http-port", "0", "--mqtt-port", "0", "--ws-port", "0"]
+    log = (tmp_path / "up.log").open("wb")
+    up = subprocess.Popen(command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not str(installations(path)[0]).startswith("sqlite:"):
+            running = up.poll() is None and time.monotonic() < deadline
+            assert running, (tmp_path / "up.log").read_text()
+            time.sleep(0.5)
+        current, entries = installations(path)
+        assert entries[str(current)].api_key == embedded_key
+        assert entries[distributed].api_key == "vxk_dddddddd_distributed"
+        assert set(entries) == {current, distributed}  # the old entry moved, not copied
+
+        result = _voxwire("transcribe", str(EVAL_DIR / "audio" / "whisper_jfk.flac"), env=env)
+        assert result.returncode == 0, result.stderr
+        assert "country" in result.stdout.lower()
+    finally:
+        up.terminate()
+        up.wait(30)
+        log.close()

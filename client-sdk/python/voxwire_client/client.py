@@ -110,13 +110,14 @@ class AsyncClient:
         timeout: float = 60.0,
         mqtt_ca_file: str | None = None,
     ) -> None:
-        base = config or load_config()
+        base = config or load_config(url=url)  # the key of the installation at ``url``
         self.config = ClientConfig(
             url=url or base.url,
             api_key=api_key or base.api_key,
             mqtt_url=mqtt_url or base.mqtt_url,
             ws_url=base.ws_url,
             mqtt_ca_file=mqtt_ca_file or base.mqtt_ca_file,
+            installation=base.installation,
         )
         key = self.config.require_key()
         self._http = httpx.AsyncClient(

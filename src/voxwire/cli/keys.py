@@ -1,12 +1,19 @@
 """``voxwire keys``: create, list and revoke API keys (stored hashed).
 
-The keys live in the store the settings name (``store``); with an external
-broker they are registered with it too (``broker``).
+The keys live in the store the settings name (``store``): the embedded SQLite
+store, or with ``--distributed`` (or ``VOXWIRE_MODE=distributed``) the
+distributed mode's PostgreSQL in the ``namespace``'s schema. The store and the
+broker's access rules come from the platform's adapters (:func:`voxwire.platform.build`),
+as for the processes that serve: with Mosquitto (``broker = "external"``) a key
+is a dynamic-security client, created with the key and deleted when it is
+revoked, which disconnects the key's MQTT clients at once; EMQX and the embedded
+broker ask the store at every connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
@@ -14,8 +21,9 @@ import typer
 from rich.table import Table
 
 from voxwire.cli.common import console, fail
-from voxwire.core.config import load_settings
-from voxwire.core.errors import VoxwireError
+from voxwire.cli.installation import installation_name
+from voxwire.core.config import Settings, load_settings
+from voxwire.core.errors import StoreError, VoxwireError
 
 if TYPE_CHECKING:
     from voxwire.platform import Platform
@@ -24,17 +32,42 @@ app = typer.Typer(help="Manage API keys. A key is shown once, when created.", no
 
 T = TypeVar("T")
 
+DistributedOption = Annotated[
+    bool,
+    typer.Option(
+        "--distributed",
+        help="the distributed mode's PostgreSQL and broker (settings from the environment: "
+        'set -a; eval "$(scripts/services.sh env)"; set +a)',
+    ),
+]
 
-def _with_platform(job: Callable[[Platform], Awaitable[T]]) -> T:
+SERVICES_HINT = (
+    "is PostgreSQL running (`make services`; `scripts/services.sh status postgres`) and are "
+    'its settings in the environment (set -a; eval "$(scripts/services.sh env)"; set +a)? '
+    "Without --distributed the keys are the embedded store's"
+)
+
+
+def _settings(distributed: bool) -> Settings:
+    try:
+        return load_settings(mode="distributed") if distributed else load_settings()
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
+
+
+def _with_platform(settings: Settings, job: Callable[[Platform], Awaitable[T]]) -> T:
     """Run ``job`` on the platform of the settings (nothing started but what it uses)."""
     from voxwire.platform import build
 
     async def go() -> T:
-        async with build(load_settings()) as platform:
+        async with build(settings) as platform:
             return await job(platform)
 
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # the error below says it once
     try:
         return asyncio.run(go())
+    except StoreError as exc:
+        fail(exc.message, SERVICES_HINT if settings.store == "postgres" else exc.hint)
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
 
@@ -43,25 +76,30 @@ def _with_platform(job: Callable[[Platform], Awaitable[T]]) -> T:
 def create(
     tenant: Annotated[str, typer.Option(help="tenant the key acts for")] = "default",
     label: Annotated[str, typer.Option(help="a note to recognise the key by")] = "cli",
+    distributed: DistributedOption = False,
 ) -> None:
     """Create a key and print it (only this once)."""
+    settings = _settings(distributed)
 
     async def go(platform: Platform) -> None:
         tenant_id, new = await platform.create_key(tenant, label)
         console.print(f"key id [bold]{new.key_id}[/] for tenant {tenant} ({tenant_id}):")
         console.print(new.plaintext, soft_wrap=True)
-        console.print("[dim]store it now: voxwire keeps only its hash[/]")
+        console.print(f"[dim]in {installation_name(settings)}; store it now: voxwire keeps only "
+                      "its hash[/]")  # fmt: skip
 
-    _with_platform(go)
+    _with_platform(settings, go)
 
 
 @app.command("list")
-def list_keys() -> None:
+def list_keys(distributed: DistributedOption = False) -> None:
     """List keys (ids and labels; never the keys themselves)."""
+    settings = _settings(distributed)
 
     async def go(platform: Platform) -> None:
         store = await platform.adapters.store()
         table = Table("id", "tenant", "label", "created", "revoked")
+        table.title = f"API keys in {installation_name(settings)}"
         for key in await store.list_api_keys():
             table.add_row(
                 key.id,
@@ -72,22 +110,29 @@ def list_keys() -> None:
             )
         console.print(table)
 
-    _with_platform(go)
+    _with_platform(settings, go)
 
 
 @app.command()
 def revoke(
     key_id: Annotated[str, typer.Argument(help="the key id shown by `voxwire keys list`")],
+    distributed: DistributedOption = False,
 ) -> None:
-    """Revoke a key: requests and MQTT connections with it are refused from now on."""
+    """Revoke a key: requests and MQTT connections with it are refused from now on,
+    and its open MQTT connections are closed (Mosquitto)."""
+    settings = _settings(distributed)
 
     async def go(platform: Platform) -> bool:
         store = await platform.adapters.store()
+        access = await platform.adapters.access()  # reached before anything changes
         if not await store.revoke_api_key(key_id):
             return False
-        await (await platform.adapters.access()).remove_key(key_id)
+        await access.remove_key(key_id)
         return True
 
-    if not _with_platform(go):
-        fail(f"no active key with id {key_id}", hint="see `voxwire keys list`")
+    if not _with_platform(settings, go):
+        fail(
+            f"no active key with id {key_id} in {installation_name(settings)}",
+            hint="see `voxwire keys list" + (" --distributed`" if distributed else "`"),
+        )
     console.print(f"revoked {key_id}")

@@ -13,11 +13,12 @@ import typer
 from rich.panel import Panel
 
 from voxwire.cli.common import console, fail
+from voxwire.cli.installation import installation_name, known_key
 from voxwire.cli.models import checkpoint_with_progress, install_with_progress
 from voxwire.core.config import Settings, load_settings
 from voxwire.core.errors import VoxwireError
 from voxwire.models import registry
-from voxwire_client.config import ClientConfig, config_path, load_config, save_config
+from voxwire_client.config import ClientConfig, save_config
 
 if TYPE_CHECKING:
     from voxwire.platform import Bootstrap, Platform
@@ -101,18 +102,18 @@ async def _serve(settings: Settings, model_path: Path | None) -> None:
 
 
 async def _announce(platform: Platform, bootstrap: Bootstrap) -> None:
-    """Write the client config and print where voxwire listens."""
+    """Write this installation's entry of the client config (a new key, else one it
+    holds that the store accepts) and print where voxwire listens."""
     settings = platform.settings
     mqtt_url, ws_url = settings.broker_urls
+    new_key = bootstrap.key.plaintext if bootstrap.key else None
     client = ClientConfig(
         url=f"http://{settings.listen.advertised_host}:{settings.listen.http_port}",
         mqtt_url=mqtt_url,
         ws_url=ws_url,
-        api_key=_client_key(bootstrap.key.plaintext if bootstrap.key else None),
+        api_key=new_key or await known_key(await platform.adapters.store(), settings),
+        installation=installation_name(settings),
     )
-    store = await platform.adapters.store()
-    if client.api_key and await store.verify_api_key(client.api_key) is None:
-        client = ClientConfig(client.url, None, client.mqtt_url, client.ws_url)
     path = save_config(client)
     _banner(
         settings,
@@ -140,11 +141,6 @@ async def _until_stopped(platform: Platform) -> None:
         waiter.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await waiter
-
-
-def _client_key(new_key: str | None) -> str | None:
-    """The key to leave in the client config: a new one, else the one already there."""
-    return new_key or load_config(config_path()).api_key
 
 
 def _banner(

@@ -10,8 +10,8 @@ import subprocess
 import sys
 import threading
 
-from voxwire.access.keys import NewKey
 from voxwire.cli.common import console
+from voxwire.cli.installation import client_key, installation_name
 from voxwire.core.config import Settings
 from voxwire_client.config import ClientConfig, save_config
 
@@ -26,12 +26,13 @@ def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
     kafka_init(
         settings.servers.kafka_bootstrap, DEFAULT_TOPICS, namespace=settings.namespace or None
     )
-    key = asyncio.run(_new_key(settings))
+    key, new = asyncio.run(_client_key(settings))
     client = ClientConfig(
         url=f"http://{settings.listen.advertised_host}:{settings.listen.http_port}",
-        api_key=key.plaintext,
+        api_key=key,
         mqtt_url=settings.servers.mqtt_url,
         ws_url=settings.servers.ws_url,
+        installation=installation_name(settings),
     )
     path = save_config(client)
     env = os.environ | {f"VOXWIRE_{name.upper()}": value for name, value in overrides.items()}
@@ -42,8 +43,9 @@ def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
     ]
     console.print(
         f"voxwire (distributed): HTTP {client.url} · MQTT {client.mqtt_url} · "
-        f"WebSocket {client.ws_url}\nAPI key (shown once): {key.plaintext}\n"
-        f"client config: {path}\nCtrl-C to stop"
+        f"WebSocket {client.ws_url}\n"
+        + (f"API key (shown once): {key}\n" if new else "API key: the one in the client config\n")
+        + f"client config: {path} ({client.installation})\nCtrl-C to stop"
     )
     stopping = threading.Event()  # SIGTERM (kill, systemd, docker stop) stops as Ctrl-C does
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -71,10 +73,11 @@ def _own(role: str, settings: Settings) -> dict[str, str]:
     return {}
 
 
-async def _new_key(settings: Settings) -> NewKey:
-    """A key of the default tenant, stored and registered with the broker."""
+async def _client_key(settings: Settings) -> tuple[str, bool]:
+    """The key this installation's client config holds, if the store still accepts
+    it, else a new one of the default tenant; (key, whether it is new)."""
     from voxwire.platform import build
 
     async with build(settings) as platform:
-        _, key = await platform.create_key("default", "created by voxwire up")
-    return key
+        key, new = await client_key(platform)
+    return key, new is not None

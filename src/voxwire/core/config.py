@@ -19,7 +19,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     .security    token_secret, hook_secret, redact, redact_tenants
     .servers     the distributed mode's: mqtt_url, mqtt_ca_file, ws_url,
                  mqtt_username, mqtt_password, kafka_bootstrap, postgres_dsn,
-                 redis_url, opensearch_url
+                 redis_url, opensearch_url, emqx_api_url
     .blobs       store (flat: blob_store), shared_dir, s3_*
 
 A TOML file may also hold a table per group (``[listen]``, ``[engine]``, ...).
@@ -33,8 +33,7 @@ set explicitly wins over the preset::
 
 Refused combinations (:class:`~voxwire.core.errors.ConfigError`, with a hint):
 
-- ``broker=external`` (or ``emqx``) with an ``mqtt_url`` that is not ``mqtt://`` or
-  ``mqtts://``.
+- ``broker=external`` (or ``emqx``) with an ``mqtt_url`` not ``mqtt://`` or ``mqtts://``.
 - ``ws_tls_cert`` without ``ws_tls_key`` or the other way round, or either file missing.
 
 A process that runs only some roles has more rules (``voxwire.platform``).
@@ -84,9 +83,8 @@ PRESETS: dict[str, dict[str, str]] = {
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 COMPUTE_TYPES = frozenset(
-    {"default", "auto", "int8", "int8_float16", "int8_float32", "int8_bfloat16", "int16"}
+    {"default", "auto", "int8", "int8_float16", "int8_float32", "int8_bfloat16", "int16", "q4_0"}
     | {"float16", "bfloat16", "float32", "f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1"}
-    | {"q4_0"}
 )
 """``compute_type`` values: CTranslate2's (faster-whisper) and ggml weight types (whisper.cpp)."""
 
@@ -109,12 +107,9 @@ class ListenSettings(BaseModel):
         le=65535,
         description="a worker or bridge process serves /healthz, /readyz and /metrics here",
     )
-    drain_s: float = Field(
-        default=20.0,
-        ge=0,
-        description="on SIGTERM: how long requests and file jobs in flight may finish (unfinished "
-        "jobs are handed back); keep it under the termination grace period",
-    )
+    drain_s: float = Field(default=20.0, ge=0)
+    """On SIGTERM: how long requests and file jobs in flight may finish (unfinished jobs are
+    handed back); keep it under the termination grace period."""
     ws_tls_cert: Path | None = Field(
         default=None,
         description="PEM certificate (chain) of the embedded broker's WebSocket listener: "
@@ -311,6 +306,9 @@ class ServerSettings(BaseModel):
     postgres_dsn: SecretStr = SecretStr("postgresql://voxwire@127.0.0.1:15432/voxwire")
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:16379/0")
     opensearch_url: str = "http://127.0.0.1:19200"
+    emqx_api_url: SecretStr = SecretStr("")
+    """broker=emqx: its REST API as http(s)://<API key>:<secret>@host:18083, to close a revoked
+    key's connections at once (empty: EMQX refuses only new ones)."""
 
 
 class BlobSettings(BaseModel):

@@ -12,7 +12,9 @@
 
 - ``emqx``: EMQX at ``mqtt_url``, reached as ``external`` is; EMQX asks the
   gateway's hooks (:mod:`voxwire.gateway.emqx`) at every connection and
-  publish, so nothing is kept in sync (no dynamic security).
+  publish, so nothing is kept in sync (no dynamic security); with
+  ``emqx_api_url`` a revoked key's open connections are closed through EMQX's
+  REST API (:class:`~voxwire.broker.emqx_admin.EmqxAdmin`).
 
 Either way :class:`BrokerLink` says how the relay's publisher and the bridge's
 ingest reach it, built by :func:`publisher` and :func:`ingest`.
@@ -37,6 +39,7 @@ from voxwire.access.tokens import TokenIssuer
 from voxwire.bridge.ingest import SHARE_GROUP, MqttIngest
 from voxwire.broker.dynsec import DynsecAccess
 from voxwire.broker.embedded import EmbeddedBroker
+from voxwire.broker.emqx_admin import EmqxAdmin
 from voxwire.broker.mqtt import MqttConnection
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
@@ -202,6 +205,20 @@ async def open_dynsec(settings: Settings) -> AsyncIterator[AccessControl]:
         await asyncio.to_thread(access.close)
 
 
+@contextlib.asynccontextmanager
+async def open_emqx_admin(settings: Settings) -> AsyncIterator[AccessControl]:
+    """EMQX's REST API when ``emqx_api_url`` is set, else nothing to keep in step."""
+    url = settings.servers.emqx_api_url.get_secret_value()
+    if not url:
+        yield NoAccessSync()
+        return
+    admin = EmqxAdmin(url)
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerKind:
     attach: Callable[
@@ -215,5 +232,5 @@ class BrokerKind:
 BROKERS: Mapping[str, BrokerKind] = {
     "embedded": BrokerKind(start_embedded, no_access_sync),
     "external": BrokerKind(attach_external, open_dynsec),
-    "emqx": BrokerKind(attach_external, no_access_sync),
+    "emqx": BrokerKind(attach_external, open_emqx_admin),
 }

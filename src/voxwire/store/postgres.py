@@ -113,8 +113,10 @@ class PostgresStore:
             await pool.open(wait=True, timeout=timeout)
         except PoolTimeout as exc:
             await pool.close()
+            reason = await _why_not(dsn, timeout)
             raise StoreError(
-                f"cannot connect to PostgreSQL within {timeout:g}s",
+                f"cannot connect to PostgreSQL within {timeout:g}s"
+                + (f": {reason}" if reason else ""),
                 hint="check VOXWIRE_POSTGRES_DSN and that the server is running",
             ) from exc
         store = cls(pool, schema)
@@ -361,3 +363,14 @@ def _session(row: DictRow) -> SessionRecord:
         error_code=row["error_code"],
         error_message=row["error_message"],
     )
+
+
+async def _why_not(dsn: str, timeout: float) -> str:
+    """What one plain connection attempt says (the pool only logs it), first line only."""
+    try:
+        conn = await AsyncConnection.connect(dsn, connect_timeout=max(1, round(timeout)))
+    except psycopg.Error as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return lines[0] if lines else type(exc).__name__
+    await conn.close()
+    return ""
