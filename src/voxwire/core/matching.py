@@ -72,6 +72,9 @@ class Prompt:
     within: int | None = None
     """When set: all the prompt's words, in any order, within this many words
     ("budget approved" within 6 finds "approved the new budget")."""
+    speaker: str | None = None
+    """When set: only what this speaker (a diarization label, S1, S2...) says
+    (:mod:`voxwire.core.standing_prompts`)."""
 
     def __post_init__(self) -> None:
         if not self.text.strip():
