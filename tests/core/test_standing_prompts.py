@@ -177,3 +177,14 @@ def test_a_speakers_prompt_needs_diarization() -> None:
     check_speakers([Prompt(id="q", text="budget")], diarized=False)
     with pytest.raises(ValueError, match=r"limited to speaker S1.*no diarization"):
         check_speakers(limited, diarized=False)
+
+
+def test_a_match_says_who_said_it_when_one_speaker_did() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="ask not what")])
+    (hit,) = prompts.on_final("a", "ask not what", 0, 900, (), "S2")
+    assert hit.speaker == "S2"
+    prompts.on_final("b", "we ask not", 1000, 1900, (), "S1")
+    (across,) = prompts.on_final("c", "what you can do", 2000, 2900, (), "S2")
+    assert across.segment_ids == ("b", "c") and across.speaker is None
+    (plain,) = StandingPrompts([Prompt(id="p", text="ask")]).on_final("x", "ask", 0, 900)
+    assert plain.speaker is None

@@ -104,6 +104,7 @@ class MatchData(_Model):
     text: str
     highlight: str
     segment_ids: tuple[str, ...]
+    speaker: str | None = None
 
 
 class TranscriptFormat(StrEnum):

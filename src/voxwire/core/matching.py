@@ -108,6 +108,8 @@ class Match:
     highlight: str
     """The segment's text, HTML-escaped, with the match wrapped in ``<em>...</em>``."""
     segment_ids: tuple[str, ...]
+    speaker: str | None = None
+    """Who said the matched words (diarized sessions), when one speaker said them all."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -277,6 +277,7 @@ def _match(
     a, b = _owner(offsets, first), _owner(offsets, last - 1)
     context_start = offsets[a]
     context_end = offsets[b] + len(finals[b].text)
+    speakers = {f.speaker for f in finals[a : b + 1]}
     return Match(
         prompt_id=prompt.id,
         prompt=prompt.text,
@@ -290,6 +291,7 @@ def _match(
             + _escape(joined[last:context_end])
         ),
         segment_ids=tuple(f.segment_id for f in finals[a : b + 1]),
+        speaker=speakers.pop() if len(speakers) == 1 else None,
     )
 
 
