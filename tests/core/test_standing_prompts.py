@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from voxwire.core.matching import Match, Prompt
-from voxwire.core.standing_prompts import StandingPrompts
+from voxwire.core.standing_prompts import StandingPrompts, check_speakers, prompt_of, spec_of
 
 
 def _feed(prompts: StandingPrompts, *texts: str) -> list[list[Match]]:
@@ -119,3 +119,72 @@ def test_an_old_phrase_stretched_by_a_word_into_the_next_final_is_not_new() -> N
     added.on_final("a", "the hiring plan", 0, 900)
     added.add(Prompt(id="p", text="hiring plan"))
     assert added.on_final("b", "the end", 1000, 1900) == []
+
+
+# -- prompts limited to one speaker -----------------------------------------------------------
+
+
+def _said(prompts: StandingPrompts, *turns: tuple[str, str | None]) -> list[list[str]]:
+    """Finals of (speaker, text), as _feed times them; the prompt ids heard after each."""
+    return [
+        [h.prompt_id for h in prompts.on_final(f"seg-{i}", t, 2000 * i, 2000 * i + 1000, (), s)]
+        for i, (s, t) in enumerate(turns)
+    ]
+
+
+def test_a_prompt_of_one_speaker_matches_only_what_that_speaker_says() -> None:
+    prompts = StandingPrompts(
+        [
+            Prompt(id="anyone", text="budget"),
+            Prompt(id="s2", text="budget", speaker="S2"),
+            Prompt(id="s1", text="budget", speaker="S1"),
+        ]
+    )
+    heard = _said(prompts, ("S1", "The budget is late."), ("S2", "Which budget?"), (None, "budget"))
+    assert heard == [["anyone", "s1"], ["anyone", "s2"], ["anyone"]]
+
+
+def test_a_speakers_phrase_is_found_across_anothers_interjection() -> None:
+    """The speaker's own finals are matched together; the other voice between
+    them is not part of it, and a phrase made of two voices is not theirs."""
+    prompts = StandingPrompts([Prompt(id="p", text="ask not what your country", speaker="S1")])
+    heard = [
+        prompts.on_final("a", "and so ask not", 0, 1000, (), "S1"),
+        prompts.on_final("b", "mm-hm", 1500, 1800, (), "S2"),
+        prompts.on_final("c", "what your country can do", 2000, 3000, (), "S1"),
+    ]
+    assert heard[0] == [] and heard[1] == []
+    (hit,) = heard[2]
+    assert hit.segment_ids == ("a", "c") and hit.text == "ask not what your country"
+    mixed = StandingPrompts([Prompt(id="p", text="ask not what your country", speaker="S1")])
+    assert mixed.on_final("a", "and so ask not", 0, 1000, (), "S2") == []
+    assert mixed.on_final("b", "what your country can do", 2000, 3000, (), "S1") == []
+
+
+def test_a_speakers_prompt_survives_a_replay_and_keeps_its_speaker() -> None:
+    spec = [Prompt(id="p", text="ask not what", speaker="S2")]
+    assert prompt_of(spec_of(spec[0])) == spec[0] and spec_of(spec[0]).speaker == "S2"
+    finals = [("a", "ask not", 0, 900, (), "S2"), ("b", "hello", 1000, 1900, (), "S1")]
+    resumed = StandingPrompts(spec)
+    resumed.replay(finals)
+    (hit,) = resumed.on_final("c", "what you can do", 2000, 2900, (), "S2")
+    assert hit.segment_ids == ("a", "c")
+
+
+def test_a_speakers_prompt_needs_diarization() -> None:
+    limited = [Prompt(id="p", text="budget", speaker="S1")]
+    check_speakers(limited, diarized=True)
+    check_speakers([Prompt(id="q", text="budget")], diarized=False)
+    with pytest.raises(ValueError, match=r"limited to speaker S1.*no diarization"):
+        check_speakers(limited, diarized=False)
+
+
+def test_a_match_says_who_said_it_when_one_speaker_did() -> None:
+    prompts = StandingPrompts([Prompt(id="p", text="ask not what")])
+    (hit,) = prompts.on_final("a", "ask not what", 0, 900, (), "S2")
+    assert hit.speaker == "S2"
+    prompts.on_final("b", "we ask not", 1000, 1900, (), "S1")
+    (across,) = prompts.on_final("c", "what you can do", 2000, 2900, (), "S2")
+    assert across.segment_ids == ("b", "c") and across.speaker is None
+    (plain,) = StandingPrompts([Prompt(id="p", text="ask")]).on_final("x", "ask", 0, 900)
+    assert plain.speaker is None

@@ -1,19 +1,28 @@
 """Diarization end to end: an upload with ``diarize`` on, through the real
-platform, comes back with every final labelled by the voice that said it."""
+platform, comes back with every final labelled by the voice that said it;
+prompts limited to one speaker, and search by speaker over HTTP and MQTT."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
-import numpy as np
+import httpx
 import pytest
 
+from tests.e2e.test_search import _answer, _ask
 from tests.helpers import PlatformThread
 from tests.multilingual import have_espeak
-from tests.workers.speech import conversation
-from voxwire.core.audio import SAMPLE_RATE
+from tests.workers.speech import conversation, wav_file
 from voxwire_client import Client
-from voxwire_client.api import SpeakerBounds
+from voxwire_client.api import (
+    PromptSpec,
+    SearchHit,
+    SearchQuery,
+    SpeakerBounds,
+    TranscriptResponse,
+)
 from voxwire_client.messages import SegmentMessage, is_terminal
 
 pytestmark = [
@@ -22,23 +31,12 @@ pytestmark = [
 ]
 
 
-def _wav(audio: np.ndarray, path: Path) -> Path:
-    import wave
-
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(SAMPLE_RATE)
-        out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
-    return path
-
-
 def test_an_upload_with_diarization_labels_every_final_by_its_voice(
     platform: PlatformThread, tmp_path: Path
 ) -> None:
     voices = [0, 1, 0, 1]
     audio, turns = conversation(voices, tmp_path, gap_s=1.0)
-    path = _wav(audio, tmp_path / "two-voices.wav")
+    path = wav_file(audio, tmp_path / "two-voices.wav")
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
         created = client.upload(path, diarize=SpeakerBounds(max_speakers=4))
         finals = []
@@ -57,3 +55,109 @@ def test_an_upload_with_diarization_labels_every_final_by_its_voice(
         assert {s.speaker for s in inside} == {expected}, (turn, inside)
     assert [s.speaker for s in stored.segments] == [s.speaker for s in finals]
     assert all(s.speaker is None for s in plain.segments)  # off unless asked
+
+
+@pytest.fixture(scope="module")
+def budget_call(
+    platform: PlatformThread, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, TranscriptResponse]:
+    """Two voices, both saying "budget" (S1 in line 3, S2 in line 4), uploaded
+    with prompts for anyone, for S1 and for S2."""
+    folder = tmp_path_factory.mktemp("budget-call")
+    audio, _turns = conversation([0, 1, 0, 1], folder, gap_s=1.0)
+    path = wav_file(audio, folder / "budget-call.wav")
+    prompts = [
+        PromptSpec(id="anyone", text="budget"),
+        PromptSpec(id="first", text="budget", speaker="S1"),
+        PromptSpec(id="second", text="budget", speaker="S2"),
+    ]
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        created = client.upload(path, prompts, diarize=SpeakerBounds(max_speakers=4))
+        for message in client.events(created.sid):
+            if is_terminal(message):
+                break
+        return created.sid, client.transcript(created.sid)
+
+
+def _budget_segments(transcript: TranscriptResponse) -> dict[str, str]:
+    """Each budget segment's id and speaker."""
+    found = {s.id: s.speaker or "" for s in transcript.segments if "budget" in s.text.lower()}
+    assert sorted(found.values()) == ["S1", "S2"], transcript.segments  # one of each voice
+    return found
+
+
+def test_a_prompt_of_one_speaker_matches_only_that_speakers_words(
+    budget_call: tuple[str, TranscriptResponse],
+) -> None:
+    _sid, transcript = budget_call
+    budget = _budget_segments(transcript)
+    by_prompt: dict[str, list[tuple[str, ...]]] = {}
+    for match in transcript.matches:
+        by_prompt.setdefault(match.prompt_id, []).append(match.segment_ids)
+        assert match.speaker is not None and budget[match.segment_ids[0]] == match.speaker
+    assert sorted(by_prompt["anyone"]) == sorted((sid,) for sid in budget)
+    assert by_prompt["first"] == [tuple(s for s, who in budget.items() if who == "S1")]
+    assert by_prompt["second"] == [tuple(s for s, who in budget.items() if who == "S2")]
+
+
+def _found(client: Client, q: str, **filters: object) -> list[SearchHit]:
+    """Indexing runs beside delivery: wait until the words are searchable."""
+    deadline = time.monotonic() + 60
+    while True:
+        hits = list(client.search(q, **filters).hits)
+        if hits or time.monotonic() > deadline:
+            return hits
+        time.sleep(0.5)
+
+
+def test_search_by_speaker_over_http_and_mqtt(
+    platform: PlatformThread, budget_call: tuple[str, TranscriptResponse]
+) -> None:
+    sid, transcript = budget_call
+    budget = _budget_segments(transcript)
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        everyone = _found(client, "budget", sids=[sid], size=100)
+        assert {h.segment_id for h in everyone} == set(budget)
+        for speaker in ("S1", "S2"):
+            hits = client.search("budget", sids=[sid], speaker=speaker, size=100).hits
+            assert [(h.segment_id, h.speaker) for h in hits] == [
+                (s, who) for s, who in budget.items() if who == speaker
+            ]
+        assert client.search("budget", sids=[sid], speaker="S9").hits == ()
+    query = SearchQuery(q="budget", sids=(sid,), speaker="S2")
+    asker = _ask(
+        platform, platform.api_key, "spk1", query.model_dump_json().encode(), client_id="spk"
+    )
+    page = _answer(asker).page
+    asker.close()
+    assert page is not None and [h.speaker for h in page.hits] == ["S2"]
+
+
+def test_a_bad_speaker_gets_a_clear_error(platform: PlatformThread, tmp_path: Path) -> None:
+    url, auth = platform.url, {"Authorization": f"Bearer {platform.api_key}"}
+    for bad in ("s1", "S0", "Alice", "S1 OR 1=1"):
+        answer = httpx.post(f"{url}/v1/search", headers=auth, json={"q": "budget", "speaker": bad})
+        assert answer.status_code == 422 and "speaker must be a label such as S1" in answer.text
+    asker = _ask(platform, platform.api_key, "spk2", b'{"q": "x", "speaker": "x"}', client_id="s2")
+    error = _answer(asker).error
+    asker.close()
+    assert error is not None and error.code == "invalid_request" and "speaker" in error.message
+    # a prompt of one speaker needs diarization, and a label
+    audio, _turns = conversation([0], tmp_path)
+    wav = wav_file(audio, tmp_path / "one.wav")
+    for speaker, fields, wanted in (
+        ("S1", {}, "no diarization"),
+        ("first", {"diarize": "true"}, "speaker must be a label"),
+    ):
+        prompt = {"id": "p", "text": "budget", "speaker": speaker}
+        with wav.open("rb") as fh:
+            answer = httpx.post(
+                f"{url}/v1/sessions",
+                headers=auth,
+                files={"file": ("one.wav", fh)},
+                data={"prompts": json.dumps([prompt]), **fields},
+            )
+        assert answer.status_code == 400 and wanted in answer.json()["message"], answer.text
+    stream = {"prompts": [{"id": "p", "text": "budget", "speaker": "S1"}]}
+    answer = httpx.post(f"{url}/v1/streams", headers=auth, json=stream)
+    assert answer.status_code == 400 and "no diarization" in answer.json()["message"]

@@ -175,6 +175,7 @@ async def test_message_log_is_idempotent_and_folds_state(backend: Backend) -> No
             text="hello",
             highlight="<em>hello</em> there",
             segment_ids=("s1-0",),
+            speaker="S1",
         ),
         TranscriptMessage(sid="s1", seq=4, text="hello there", duration_ms=1000, segments=(seg,)),
         ProgressMessage(
@@ -188,7 +189,7 @@ async def test_message_log_is_idempotent_and_folds_state(backend: Backend) -> No
     assert (session.status, session.percent, session.last_seq) == (SessionStatus.COMPLETED, 100, 5)
     assert session.text == "hello there"
     assert await store.segments("s1") == [seg]
-    assert [m.prompt_id for m in await store.matches("s1")] == ["p1"]
+    assert [(m.prompt_id, m.speaker) for m in await store.matches("s1")] == [("p1", "S1")]
     assert [m.seq for m in await store.messages_after("s1", 2)] == [3, 4, 5]
     assert await store.messages_after("s1", 0) == messages
     assert [m.seq for m in await store.messages_after("s1", 0, limit=2)] == [1, 2]
@@ -302,7 +303,7 @@ async def test_messages_without_a_session_are_logged(backend: Backend) -> None:
 async def test_sessions_round_trip_and_list_newest_first(backend: Backend) -> None:
     store = backend.store
     acme, other = await store.create_tenant("acme"), await store.create_tenant("other")
-    prompts = (PromptSpec(id="p1", text="budget"),)
+    prompts = (PromptSpec(id="p1", text="budget"), PromptSpec(id="p2", text="ok", speaker="S2"))
     old = await _session(store, "l1", acme.id, filename="a.wav", duration_ms=5, prompts=prompts)
     new = SessionRecord(
         sid="l2", tenant_id=acme.id, status=SessionStatus.QUEUED,

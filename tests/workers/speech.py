@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import wave
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,3 +58,13 @@ def conversation(
         at += len(line)
     parts.append(np.zeros(SAMPLE_RATE, np.float32))
     return np.concatenate(parts), turns
+
+
+def wav_file(audio: Audio, path: Path) -> Path:
+    """``audio`` written as a 16 kHz mono PCM16 WAV file at ``path``."""
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(SAMPLE_RATE)
+        out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    return path

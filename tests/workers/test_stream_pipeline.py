@@ -752,6 +752,8 @@ def test_prompts_changed_mid_stream_apply_from_the_next_final_and_survive_a_resu
         if changed_at is None and of_type(out, "final"):
             with pytest.raises(ConfigError, match="unique"):  # all or nothing
                 session.change_prompts((PromptSpec(id="budget", text="again"),), ())
+            with pytest.raises(ConfigError, match="no diarization"):  # no speakers here
+                session.change_prompts((PromptSpec(id="s1", text="plan", speaker="S1"),), ())
             session.change_prompts((PromptSpec(id="plan", text="hiring plan"),), ("budget",))
             changed_at = len(out)
     session.end(clock.t)

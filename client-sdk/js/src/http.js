@@ -15,6 +15,7 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {boolean} [fuzzy]
  * @property {number} [slop]
  * @property {number | null} [within]
+ * @property {string | null} [speaker]  only what this speaker (S1, S2...) says; needs diarization
  *
  * @typedef {object} Endpoints
  * @property {string} mqtt_url
@@ -63,6 +64,19 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {string} highlight  HTML-escaped text with the answering words in <em>
  * @property {number} score
  * @property {string[]} segment_ids
+ * @property {string | null} [speaker]  the segments' speaker (S1, S2...) where diarized and shared
+ *
+ * @typedef {object} SearchFilters
+ * @property {boolean} [fuzzy]  also words a letter or two away
+ * @property {string[]} [sids]  only these sessions
+ * @property {number} [start_ms]  only segments ending after this point of the audio
+ * @property {number} [end_ms]  only segments starting before this point of the audio
+ * @property {string} [created_from]  sessions created from (ISO 8601)
+ * @property {string} [created_to]  sessions created before (ISO 8601)
+ * @property {string} [language]  sessions in this language
+ * @property {string} [speaker]  only segments said by this speaker (S1, S2...: diarized sessions)
+ * @property {number} [size]
+ * @property {number} [offset]
  *
  * @typedef {{hits: SearchHit[], offset: number, size: number, more: boolean}} SearchPage
  * @typedef {{sid: string, messages: import("./messages.js").Message[], last_seq: number}} MessagesPage
@@ -212,7 +226,7 @@ export class Gateway {
   /**
    * Segments of the caller's transcripts that answer `q`, best first.
    * @param {string} q
-   * @param {{fuzzy?: boolean, sids?: string[], size?: number, offset?: number}} [filters]
+   * @param {SearchFilters} [filters]
    * @returns {Promise<SearchPage>}
    */
   search(q, filters = {}) {

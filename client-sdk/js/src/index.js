@@ -36,6 +36,8 @@ export { audioChunkTopic, audioControlTopic, parseSessionTopic, sessionFilter, v
 /** @typedef {import("./http.js").TokenResponse} TokenResponse */
 /** @typedef {import("./http.js").StreamRequest} StreamRequest */
 /** @typedef {import("./http.js").PromptSpec} PromptSpec */
+/** @typedef {import("./http.js").SearchFilters} SearchFilters */
+/** @typedef {import("./http.js").SearchPage} SearchPage */
 /** @typedef {import("./session.js").SessionEvents} SessionEvents */
 /** @typedef {{[K in keyof SessionEvents]?: (value: SessionEvents[K]) => void}} Listeners */
 

@@ -53,7 +53,7 @@
  *   partials_skipped?: number | null}} ProgressMessage
  * @typedef {Envelope & {type: "match", prompt_id: string, prompt: string, score: number,
  *   start_ms: number, end_ms: number, text: string, highlight: string,
- *   segment_ids: string[]}} MatchMessage
+ *   segment_ids: string[], speaker?: string | null}} MatchMessage  speaker: who said the words (diarized)
  * @typedef {Envelope & {type: "error", code: string, message: string,
  *   hint?: string | null, fatal: boolean}} ErrorMessage
  * @typedef {SegmentMessage | TranscriptMessage | ProgressMessage | MatchMessage | ErrorMessage} Message

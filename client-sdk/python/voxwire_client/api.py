@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from voxwire_client.messages import Message, SegmentData, SessionStatus
 from voxwire_client.topics import validate_sid
@@ -14,6 +23,27 @@ from voxwire_client.topics import validate_sid
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+SPEAKER_PATTERN = r"^S[1-9][0-9]{0,3}$"
+_SPEAKER = re.compile(SPEAKER_PATTERN)
+
+
+def validate_speaker(label: str) -> str:
+    """Return ``label`` if it is a diarization speaker label (``S1``, ``S2``...), else raise."""
+    if not _SPEAKER.fullmatch(label):
+        raise ValueError(
+            f"speaker must be a label such as S1 or S2 (S and a number from 1), not {label[:20]!r}"
+        )
+    return label
+
+
+SpeakerLabel = Annotated[
+    str,
+    AfterValidator(validate_speaker),
+    WithJsonSchema({"type": "string", "pattern": SPEAKER_PATTERN}),
+]
+"""A speaker label as diarization gives them: ``S1``, ``S2``... (S and a number)."""
 
 
 class PromptSpec(_Model):
@@ -25,7 +55,9 @@ class PromptSpec(_Model):
     (the default) tolerates small recognition errors ("Amercans"); ``slop``
     lets up to that many other words come between the phrase's words (in
     order); ``within`` asks instead for all its words, in any order, within
-    that many words.
+    that many words. ``speaker`` (a session with diarization) limits the
+    prompt to what that speaker says: only finals labelled with it are
+    matched, each together with that speaker's finals just before it.
     """
 
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -33,6 +65,9 @@ class PromptSpec(_Model):
     fuzzy: bool = True
     slop: int = Field(default=0, ge=0, le=10)
     within: int | None = Field(default=None, ge=1, le=50)
+    speaker: SpeakerLabel | None = Field(
+        default=None, description="only what this speaker (S1, S2...) says; needs diarization"
+    )
 
 
 class Endpoints(_Model):
@@ -69,6 +104,7 @@ class MatchData(_Model):
     text: str
     highlight: str
     segment_ids: tuple[str, ...]
+    speaker: str | None = None
 
 
 class TranscriptFormat(StrEnum):
@@ -299,6 +335,10 @@ class SearchQuery(_Model):
     created_from: datetime | None = Field(default=None, description="sessions created from")
     created_to: datetime | None = Field(default=None, description="sessions created before")
     language: str | None = Field(default=None, pattern=r"^[a-z]{2,3}$")
+    speaker: SpeakerLabel | None = Field(
+        default=None,
+        description="only segments said by this speaker (S1, S2...: diarized sessions)",
+    )
     fuzzy: bool = False
     size: int = Field(default=10, ge=1, le=MAX_PAGE)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
@@ -317,7 +357,8 @@ class SearchHit(_Model):
     together (a phrase said across a pause). ``segment_ids`` are the segments,
     ``segment_id`` and ``index`` the first of them; ``start_ms``/``end_ms`` and
     ``text`` cover them all. ``highlight`` is the text, HTML-escaped, with the
-    words that matched wrapped in ``<em>``."""
+    words that matched wrapped in ``<em>``. ``speaker`` is the segments'
+    speaker (S1, S2...) where the session was diarized and they share one."""
 
     sid: str
     segment_id: str
@@ -328,6 +369,7 @@ class SearchHit(_Model):
     highlight: str
     score: float
     segment_ids: tuple[str, ...] = ()
+    speaker: str | None = None
 
     @model_validator(mode="before")
     @classmethod

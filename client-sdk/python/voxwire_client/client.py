@@ -275,7 +275,8 @@ class AsyncClient:
         """Segments of your transcripts that answer ``query``, best first.
 
         ``query`` is a :class:`SearchQuery` or its ``q`` text, with the other
-        fields as keywords: ``await client.search("fellow americans", fuzzy=True)``.
+        fields as keywords: ``await client.search("fellow americans", fuzzy=True)``,
+        ``await client.search("budget", speaker="S2")`` (what S2 said, diarized sessions).
         """
         if isinstance(query, str):
             query = SearchQuery.model_validate({"q": query, **filters})

@@ -156,6 +156,10 @@ class MatchMessage(Envelope):
     text: str
     highlight: str
     segment_ids: tuple[str, ...]
+    speaker: str | None = Field(
+        default=None,
+        description="with diarization: who said the matched words (when one speaker said them)",
+    )
 
 
 class ErrorMessage(Envelope):

@@ -9,7 +9,7 @@ from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
 from voxwire.gateway.languages import check_language, check_model
 from voxwire.gateway.sessions import announce, open_session, stored
-from voxwire.gateway.uploads import check_prompts
+from voxwire.gateway.uploads import check_prompt_speakers, check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, PromptUpdate, StreamStart
 from voxwire.wire.topics import AUDIO_TOPIC
@@ -26,6 +26,7 @@ class StreamService:
 
     async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
         check_prompts(request.prompts)
+        check_prompt_speakers(request.prompts, diarized=request.diarize)
         redact = self._settings.security.redact_for(tenant.name, request.redact)
         model = check_model(request.model, self._settings)
         language = check_language(request.language, model)

@@ -16,7 +16,12 @@ from voxwire.bus import Bus
 from voxwire.core.audio import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.core.config import Settings
 from voxwire.core.errors import AudioError, InvalidRequestError, PayloadTooLargeError
-from voxwire.core.standing_prompts import MAX_PROMPTS, StandingPrompts, prompt_of
+from voxwire.core.standing_prompts import (
+    MAX_PROMPTS,
+    StandingPrompts,
+    check_speakers,
+    prompt_of,
+)
 from voxwire.gateway.languages import check_language, check_model
 from voxwire.gateway.sessions import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
@@ -134,6 +139,17 @@ def check_prompts(specs: Sequence[PromptSpec]) -> tuple[PromptSpec, ...]:
     return tuple(specs)
 
 
+def check_prompt_speakers(specs: Sequence[PromptSpec], *, diarized: bool) -> None:
+    """InvalidRequestError for a prompt limited to a speaker in a session
+    without diarization: no final would carry a speaker, so it would never match."""
+    try:
+        check_speakers(specs, diarized=diarized)
+    except ValueError as exc:
+        raise InvalidRequestError(
+            f"invalid prompts: {exc}", hint="ask for diarization too, or drop the prompt's speaker"
+        ) from None
+
+
 def safe_extension(filename: str | None) -> str:
     """An extension for the stored original, never a path."""
     suffix = PurePath((filename or "").replace("\\", "/")).suffix.lower().lstrip(".")
@@ -172,6 +188,7 @@ class UploadService:
         language = check_language(upload.language or self._settings.engine.language, model)
         redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
         diarize = speaker_bounds(upload)
+        check_prompt_speakers(prompts, diarized=diarize is not None)
         sid = await open_session(
             self._store,
             self._access,

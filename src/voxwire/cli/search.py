@@ -43,6 +43,9 @@ def query(
     to_ms: Annotated[
         int | None, typer.Option(help="only segments starting before this point (ms)")
     ] = None,
+    speaker: Annotated[
+        str | None, typer.Option(help="only what this speaker said (S1, S2...: diarized sessions)")
+    ] = None,
     size: Annotated[int, typer.Option(help="hits per page (1-100)")] = 10,
     offset: Annotated[int, typer.Option(help="skip this many hits (next page)")] = 0,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
@@ -57,6 +60,7 @@ def query(
             sids=tuple(session) if session else None,
             start_ms=from_ms,
             end_ms=to_ms,
+            speaker=speaker,
             size=size,
             offset=offset,
         )
@@ -81,10 +85,11 @@ def _print_page(page: SearchPage) -> None:
     if not page.hits:
         console.print("no segment says that" + (" (past this page)" if page.offset else ""))
         return
-    table = Table("session", "at", "text", "score")
+    table = Table("session", "at", "speaker", "text", "score")
     for hit in page.hits:
         span = f"{clock(hit.start_ms)}-{clock(hit.end_ms)}"
-        table.add_row(hit.sid, span, highlight_markup(hit.highlight), f"{hit.score:.2f}")
+        said = highlight_markup(hit.highlight)
+        table.add_row(hit.sid, span, hit.speaker or "", said, f"{hit.score:.2f}")
     console.print(table)
     if page.more:
         console.print(f"[dim]more: --offset {page.offset + page.size}[/]")

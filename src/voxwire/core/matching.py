@@ -72,6 +72,9 @@ class Prompt:
     within: int | None = None
     """When set: all the prompt's words, in any order, within this many words
     ("budget approved" within 6 finds "approved the new budget")."""
+    speaker: str | None = None
+    """When set: only what this speaker (a diarization label, S1, S2...) says
+    (:mod:`voxwire.core.standing_prompts`)."""
 
     def __post_init__(self) -> None:
         if not self.text.strip():
@@ -105,6 +108,8 @@ class Match:
     highlight: str
     """The segment's text, HTML-escaped, with the match wrapped in ``<em>...</em>``."""
     segment_ids: tuple[str, ...]
+    speaker: str | None = None
+    """Who said the matched words (diarized sessions), when one speaker said them all."""
 
 
 @dataclass(frozen=True, slots=True)

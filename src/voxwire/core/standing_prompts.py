@@ -19,6 +19,12 @@ fuzzy window that stretches it by a word into the newest one. Words are
 normalised over the joined text of the window (:func:`voxwire.core.normalization.normalize`),
 so a number spoken across a boundary ("twenty" | "five") is one number.
 
+A prompt limited to a speaker (``Prompt.speaker``, sessions with diarization)
+is matched only on that speaker's finals, each together with that speaker's
+finals just before it: "ask not" (S1) | "mm-hm" (S2) | "what your country"
+(S1) is "ask not what your country" for a prompt of S1, and a final of S2
+never matches it.
+
 Prompts can be added and removed while the session runs; a new prompt
 matches from the next final on (with the window before it, so a phrase that
 ends in the next final is found).
@@ -63,20 +69,46 @@ class _Final:
     start_ms: int
     end_ms: int
     words: tuple[WordData, ...] = ()
+    speaker: str | None = None
 
 
 def prompt_of(spec: PromptSpec | Prompt) -> Prompt:
     """The matcher's prompt for a prompt as the API carries it."""
     if isinstance(spec, Prompt):
         return spec
-    return Prompt(spec.id, spec.text, fuzzy=spec.fuzzy, slop=spec.slop, within=spec.within)
+    return Prompt(
+        spec.id,
+        spec.text,
+        fuzzy=spec.fuzzy,
+        slop=spec.slop,
+        within=spec.within,
+        speaker=spec.speaker,
+    )
 
 
 def spec_of(prompt: Prompt) -> PromptSpec:
     """The API's form of a prompt (to store it, e.g. in a stream checkpoint)."""
     return PromptSpec(
-        id=prompt.id, text=prompt.text, fuzzy=prompt.fuzzy, slop=prompt.slop, within=prompt.within
+        id=prompt.id,
+        text=prompt.text,
+        fuzzy=prompt.fuzzy,
+        slop=prompt.slop,
+        within=prompt.within,
+        speaker=prompt.speaker,
     )
+
+
+def check_speakers(prompts: Iterable[PromptSpec | Prompt], *, diarized: bool) -> None:
+    """Raise ValueError when a prompt is limited to a speaker in a session
+    without diarization (where no final has a speaker, so it would never match)."""
+    if diarized:
+        return
+    for prompt in prompts:
+        if prompt.speaker is not None:
+            raise ValueError(
+                f"prompt {prompt.id!r} is limited to speaker {prompt.speaker}, "
+                "but the session has no diarization"
+            )
 
 
 MAX_PROMPTS = 100
@@ -91,7 +123,10 @@ class StandingPrompts:
         if window < 1:
             raise ValueError(f"window must be at least 1 final, got {window}")
         self._prompts: dict[str, CompiledPrompt] = {}
+        self._window = window
         self._recent: deque[_Final] = deque(maxlen=window)
+        # the newest finals of each speaker, for prompts limited to one
+        self._by_speaker: dict[str, deque[_Final]] = {}
         # per prompt: (segment id, character offset) of every word it matched
         self._taken: dict[str, set[tuple[str, int]]] = {}
         for prompt in prompts:
@@ -136,21 +171,38 @@ class StandingPrompts:
         start_ms: int,
         end_ms: int,
         timed: Sequence[WordData] = (),
+        speaker: str | None = None,
     ) -> list[Match]:
-        """The prompts heard once this final is committed, by prompt then position.
-        With the final's words (``timed``), a match's times are those of its words."""
-        self._recent.append(_Final(segment_id, text, start_ms, end_ms, tuple(timed)))
-        finals = list(self._recent)
+        """The prompts heard once this final (of ``speaker``, when diarized) is
+        committed, by prompt then position. With the final's words (``timed``), a
+        match's times are those of its words."""
+        final = _Final(segment_id, text, start_ms, end_ms, tuple(timed), speaker)
+        self._recent.append(final)
+        everyone = [c for c in self._prompts.values() if c.prompt.speaker is None]
+        matches = self._heard(list(self._recent), everyone)
+        if speaker is not None:
+            own = self._by_speaker.setdefault(speaker, deque(maxlen=self._window))
+            own.append(final)
+            theirs = [c for c in self._prompts.values() if c.prompt.speaker == speaker]
+            matches += self._heard(list(own), theirs)
+        order = {prompt_id: i for i, prompt_id in enumerate(self._prompts)}
+        return sorted(matches, key=lambda m: order[m.prompt_id])  # stable: by position within
+
+    def _heard(self, finals: list[_Final], prompts: Sequence[CompiledPrompt]) -> list[Match]:
+        """What ``prompts`` match in ``finals`` (the newest last) with a word of the newest."""
+        if not prompts:
+            return []
         joined, offsets = _join(finals)
         tokens = normalize(joined)
-        if not tokens or not self._prompts:
+        if not tokens:
             return []
         newest = offsets[-1]
         words = [t.text for t in tokens]
         keys = [_key(finals, offsets, t.start) for t in tokens]
         live = {f.segment_id for f in finals}
         matches: list[Match] = []
-        for prompt_id, compiled in self._prompts.items():
+        for compiled in prompts:
+            prompt_id = compiled.prompt.id
             taken = {k for k in self._taken[prompt_id] if k[0] in live}  # forget old finals
             self._taken[prompt_id] = taken
             blocked = {i for i, key in enumerate(keys) if key in taken}
@@ -162,10 +214,15 @@ class StandingPrompts:
         return matches
 
     def replay(
-        self, finals: Iterable[tuple[str, str, int, int] | tuple[str, str, int, int, Words]]
+        self,
+        finals: Iterable[
+            tuple[str, str, int, int]
+            | tuple[str, str, int, int, Words]
+            | tuple[str, str, int, int, Words, str | None]
+        ],
     ) -> None:
-        """Rebuild the state after these finals (segment id, text, start, end, words) were
-        committed and their matches published: nothing is returned."""
+        """Rebuild the state after these finals (segment id, text, start, end, words,
+        speaker) were committed and their matches published: nothing is returned."""
         for final in finals:
             self.on_final(*final)
 
@@ -220,6 +277,7 @@ def _match(
     a, b = _owner(offsets, first), _owner(offsets, last - 1)
     context_start = offsets[a]
     context_end = offsets[b] + len(finals[b].text)
+    speakers = {f.speaker for f in finals[a : b + 1]}
     return Match(
         prompt_id=prompt.id,
         prompt=prompt.text,
@@ -233,6 +291,7 @@ def _match(
             + _escape(joined[last:context_end])
         ),
         segment_ids=tuple(f.segment_id for f in finals[a : b + 1]),
+        speaker=speakers.pop() if len(speakers) == 1 else None,
     )
 
 

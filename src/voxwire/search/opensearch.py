@@ -1,16 +1,17 @@
 """Transcript search on OpenSearch (or Elasticsearch: common DSL only).
 
 One document per session, id ``<tenant_id>:<sid>``, in the index
-``voxwire-transcripts-v3`` behind the alias ``voxwire-transcripts`` (a new
-mapping goes to ``-v4``, is filled by ``voxwire search reindex``, and the alias
-is swapped)::
+``voxwire-transcripts-v4`` behind the alias ``voxwire-transcripts`` (a new
+mapping goes to ``-v5``, is filled by ``voxwire search reindex``, and the alias
+is swapped; the mapping is in :mod:`voxwire.search.opensearch_mapping`)::
 
     sid, tenant_id, language   keyword
     created_at                 date
     text                       the segments' text in index order
     segments                   nested: segment_id, index, start_ms, end_ms,
-                               text, norm
-    windows                    nested: index, start_ms, end_ms, norm, and the
+                               text, norm, speaker (keyword)
+    windows                    nested: index, start_ms, end_ms, norm, speakers
+                               (keyword: its segments' labels), and the
                                window's segments (kept, not indexed)
 
 Searches run on ``segments.norm``: the segment's words as
@@ -51,6 +52,13 @@ from pydantic import TypeAdapter
 
 from voxwire.core.normalization import normalize
 from voxwire.search import SearchIndexError
+from voxwire.search.opensearch_mapping import (
+    ADDED,
+    MAPPINGS,
+    TEXT_ANALYSIS,
+    UPSERT_ITEMS,
+    VERSION,
+)
 from voxwire.search.query import (
     MAX_OFFSET,
     MAX_PAGE,
@@ -61,113 +69,15 @@ from voxwire.search.query import (
     fuzzy_distance,
     parse_query,
 )
-from voxwire.search.spans import page_of, spans_possible, window_hits
+from voxwire.search.spans import page_of, spans_possible, speakers_of, window_hits
 from voxwire.wire.windows import TextWindow
 from voxwire_client.messages import SegmentData
 
 ALIAS = "voxwire-transcripts"
-VERSION = 3
 
 _T = TypeVar("_T")
 _SEGMENTS = TypeAdapter(tuple[SegmentData, ...])
 log = logging.getLogger(__name__)
-
-_TEXT_ANALYSIS: dict[str, Any] = {
-    "filter": {
-        "vx_english_possessive": {"type": "stemmer", "language": "possessive_english"},
-        "vx_english_stop": {"type": "stop", "stopwords": "_english_"},
-        "vx_english_stemmer": {"type": "stemmer", "language": "english"},
-        "vx_porter": {"type": "stemmer", "language": "porter"},
-    },
-    "analyzer": {
-        "vx_english": {
-            "type": "custom",
-            "tokenizer": "standard",
-            "filter": [
-                "vx_english_possessive",
-                "lowercase",
-                "asciifolding",
-                "vx_english_stop",
-                "vx_english_stemmer",
-            ],
-        },
-        "vx_exact": {
-            "type": "custom",
-            "tokenizer": "standard",
-            "filter": ["lowercase", "asciifolding"],
-        },
-        "vx_norm": {
-            "type": "custom",
-            "tokenizer": "whitespace",
-            "filter": ["lowercase", "vx_porter"],
-        },
-    },
-}
-
-_TEXT_FIELD: dict[str, Any] = {
-    "type": "text",
-    "analyzer": "vx_english",
-    "fields": {"exact": {"type": "text", "analyzer": "vx_exact"}},
-}
-
-MAPPINGS: dict[str, Any] = {
-    "dynamic": "strict",
-    "_meta": {"version": VERSION},
-    "properties": {
-        "sid": {"type": "keyword"},
-        "tenant_id": {"type": "keyword"},
-        "language": {"type": "keyword"},
-        "created_at": {"type": "date"},
-        "text": _TEXT_FIELD,
-        "segments": {
-            "type": "nested",
-            "properties": {
-                "segment_id": {"type": "keyword"},
-                "index": {"type": "integer"},
-                "start_ms": {"type": "long"},
-                "end_ms": {"type": "long"},
-                "text": _TEXT_FIELD,
-                "norm": {"type": "text", "analyzer": "vx_norm"},
-            },
-        },
-        "windows": {
-            "type": "nested",
-            "properties": {
-                "index": {"type": "integer"},
-                "start_ms": {"type": "long"},
-                "end_ms": {"type": "long"},
-                "norm": {"type": "text", "analyzer": "vx_norm"},
-                "segments": {"type": "object", "enabled": False},
-            },
-        },
-    },
-}
-
-# params.field: segments or windows; params.items: new ones; params.language:
-# a language or null.
-_UPSERT_ITEMS = """
-if (ctx._source[params.field] == null) { ctx._source[params.field] = new ArrayList(); }
-List segs = ctx._source[params.field];
-boolean changed = ctx.op == 'create';
-for (def seg : params.items) {
-  int found = -1;
-  for (int i = 0; i < segs.size(); ++i) {
-    if (segs[i].index == seg.index) { found = i; break; }
-  }
-  if (found < 0) { segs.add(seg); changed = true; }
-  else if (!segs[found].equals(seg)) { segs[found] = seg; changed = true; }
-}
-if (params.language != null && params.language != ctx._source.language) {
-  ctx._source.language = params.language; changed = true;
-}
-if (!changed) { ctx.op = 'noop'; return; }
-segs.sort((a, b) -> Integer.compare((int) a.index, (int) b.index));
-if (params.field == 'segments') {
-  List texts = new ArrayList();
-  for (def seg : segs) { texts.add(seg.text); }
-  ctx._source.text = String.join(' ', texts);
-}
-"""
 
 
 class OpenSearchIndex:
@@ -248,7 +158,7 @@ class OpenSearchIndex:
     def _index_body(self) -> dict[str, Any]:
         settings: dict[str, Any] = {
             "number_of_shards": self._shards,
-            "analysis": _TEXT_ANALYSIS,
+            "analysis": TEXT_ANALYSIS,
             # a page of hits is drawn from one session's segments at worst
             "max_inner_result_window": MAX_OFFSET + MAX_PAGE + 1,
         }
@@ -268,9 +178,12 @@ class OpenSearchIndex:
             mapping = await self._call(self._client.indices.get_mapping, index=name)
             version = int(mapping[name]["mappings"].get("_meta", {}).get("version", 1))
             if version < VERSION:
+                # the new fields, so that writes of this version are accepted
+                await self._call(self._client.indices.put_mapping, index=name, body=ADDED)
                 log.warning(
                     "the search index %s has mapping version %d, this voxwire writes %d: "
-                    "searches miss what it lacks until `voxwire search reindex` rebuilds it",
+                    "searches miss what it lacks (speakers of what it held) until "
+                    "`voxwire search reindex` rebuilds it",
                     name,
                     version,
                     VERSION,
@@ -350,7 +263,7 @@ class OpenSearchIndex:
         params = {"field": field, "items": items, "language": language}
         body = {
             "scripted_upsert": True,
-            "script": {"lang": "painless", "source": _UPSERT_ITEMS, "params": params},
+            "script": {"lang": "painless", "source": UPSERT_ITEMS, "params": params},
             "upsert": {
                 "sid": sid,
                 "tenant_id": tenant_id,
@@ -380,7 +293,14 @@ class OpenSearchIndex:
         if spans_possible(parsed):  # both in one request
             searches += [
                 {"index": self.alias},
-                _search_body(tenant_id, query, parsed, limit, "windows", per_doc=_WINDOWS_PER_DOC),
+                _search_body(
+                    tenant_id,
+                    query,
+                    parsed.windows_for(query.speaker),
+                    limit,
+                    "windows",
+                    per_doc=_WINDOWS_PER_DOC,
+                ),
             ]
         answers = (await self._call(self._client.msearch, body=searches))["responses"]
         for answer in answers:
@@ -407,6 +327,7 @@ def _segment_doc(segment: SegmentData) -> dict[str, Any]:
         "end_ms": segment.end_ms,
         "text": segment.text,
         "norm": " ".join(t.text for t in normalize(segment.text)),
+        "speaker": segment.speaker,
     }
 
 
@@ -416,6 +337,7 @@ def _window_doc(window: TextWindow) -> dict[str, Any]:
         "start_ms": window.start_ms,
         "end_ms": window.end_ms,
         "norm": " ".join(t.text for t in normalize(window.text)),
+        "speakers": speakers_of(window.segments),
         "segments": _SEGMENTS.dump_python(window.segments, mode="json"),
     }
 
@@ -455,6 +377,9 @@ def _search_body(
         timing.append({"range": {f"{path}.end_ms": {"gt": query.start_ms}}})
     if query.end_ms is not None:
         timing.append({"range": {f"{path}.start_ms": {"lt": query.end_ms}}})
+    if query.speaker is not None:  # a window: one that holds the speaker's segments
+        field = f"{path}.speaker" if path == "segments" else f"{path}.speakers"
+        timing.append({"term": {field: query.speaker}})
     fields = _HIT_FIELDS if path == "segments" else ["windows.segments"]
     nested = {
         "path": path,
@@ -469,7 +394,9 @@ def _search_body(
     }
 
 
-_HIT_FIELDS = [f"segments.{f}" for f in ("segment_id", "index", "start_ms", "end_ms", "text")]
+_HIT_FIELDS = [
+    f"segments.{f}" for f in ("segment_id", "index", "start_ms", "end_ms", "text", "speaker")
+]
 _WINDOWS_PER_DOC = 3
 """Windows of one session read for words across segments: the best few (each
 carries its segments, and most hits lie within one segment anyway)."""
@@ -490,6 +417,10 @@ def _segment_hits(doc: dict[str, Any]) -> list[SearchHit]:
                 text=str(seg["text"]),
                 highlight="",
                 score=float(inner["_score"]),
+                speaker=seg.get("speaker"),
             )
         )
     return found
+
+
+__all__ = ["ALIAS", "VERSION", "OpenSearchIndex"]

@@ -62,6 +62,15 @@ class ParsedQuery:
     def all_words(self) -> tuple[str, ...]:
         return self.words + tuple(w for phrase in self.phrases for w in phrase)
 
+    def windows_for(self, speaker: str | None) -> ParsedQuery:
+        """What the windows are searched for: the query itself, or with a
+        ``speaker`` filter its words in any order (a window also holds what
+        others said between the speaker's words; the speaker's own segments
+        are checked for the phrases afterwards, :func:`voxwire.search.spans.window_hits`)."""
+        if speaker is None:
+            return self
+        return ParsedQuery(tuple(dict.fromkeys(self.all_words)), ())
+
 
 _QUOTED = re.compile(r'"([^"]*)"')
 

@@ -100,7 +100,11 @@ def window_hits(
     query: SearchQuery,
 ) -> list[SearchHit]:
     """The hits a window that answers the query gives (see :func:`spans_across`),
-    within the query's time window."""
+    within the query's time window. With a ``speaker`` filter only that
+    speaker's segments of the window count, one after the other: what others
+    said between them is skipped."""
+    if query.speaker is not None:
+        segments = [s for s in segments if s.speaker == query.speaker]
     hits = []
     for i, j in spans_across(segments, parsed, fuzzy=query.fuzzy):
         run = segments[i : j + 1]
@@ -120,9 +124,22 @@ def window_hits(
                 highlight="",
                 score=score,
                 segment_ids=tuple(s.id for s in run),
+                speaker=speaker_of(run),
             )
         )
     return hits
+
+
+def speaker_of(segments: Sequence[SegmentData]) -> str | None:
+    """The speaker of ``segments`` when they all have the same one, else None."""
+    speakers = {s.speaker for s in segments}
+    return speakers.pop() if len(speakers) == 1 else None
+
+
+def speakers_of(segments: Sequence[SegmentData]) -> list[str]:
+    """The distinct speakers of ``segments``, in order of appearance (a window's,
+    indexed so that a speaker filter can skip windows without them)."""
+    return list(dict.fromkeys(s.speaker for s in segments if s.speaker is not None))
 
 
 def page_of(

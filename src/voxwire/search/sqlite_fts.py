@@ -5,11 +5,12 @@ can be dropped and rebuilt by ``voxwire search reindex`` without touching the
 transcripts::
 
     sessions      tenant_id, sid, created_at, language
-    segments      tenant_id, sid, idx, segment_id, start_ms, end_ms, text, norm
+    segments      tenant_id, sid, idx, segment_id, start_ms, end_ms, text, norm, speaker
     segments_fts  FTS5 over segments.norm (external content, kept in step by
                   triggers), tokenizer ``porter unicode61 remove_diacritics 2``
     segments_vocab  fts5vocab of its terms, for fuzzy searches
-    windows       tenant_id, sid, idx, start_ms, end_ms, segments (JSON), norm
+    windows       tenant_id, sid, idx, start_ms, end_ms, segments (JSON), norm,
+                  speakers (the labels of its segments, space-separated)
     windows_fts   FTS5 over windows.norm, as segments_fts
 
 ``norm`` is the segment's words as :func:`voxwire.core.normalization.normalize` writes
@@ -18,6 +19,11 @@ only as quoted strings built from normalised words (FTS5's own syntax never
 comes from the user). A fuzzy word becomes ``("word" OR "worde" OR ...)``:
 the index's terms within the word's edit distance (:func:`fuzzy_distance`),
 found with rapidfuzz among the index's stems. Ranking is FTS5's ``bm25()``.
+A ``speaker`` filter keeps the segments of that speaker, and the windows
+that hold one (:func:`voxwire.search.spans.window_hits` keeps only its
+segments). A file made before speakers were indexed gets the columns when
+opened (:meth:`SqliteSearchIndex.ensure_index`); what it held has no speaker
+until ``voxwire search reindex``.
 
 One connection, guarded by a lock; every call runs in a worker thread so a
 long search does not hold up the event loop. A rebuild (:meth:`rebuild`) fills
@@ -53,7 +59,7 @@ from voxwire.search.query import (
     parse_query,
     stem,
 )
-from voxwire.search.spans import page_of, spans_possible, window_hits
+from voxwire.search.spans import page_of, spans_possible, speakers_of, window_hits
 from voxwire.wire.windows import TextWindow
 from voxwire_client.messages import SegmentData
 
@@ -87,12 +93,12 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE TABLE IF NOT EXISTS segments (
     id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, sid TEXT NOT NULL, idx INTEGER NOT NULL,
     segment_id TEXT NOT NULL, start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,
-    text TEXT NOT NULL, norm TEXT NOT NULL,
+    text TEXT NOT NULL, norm TEXT NOT NULL, speaker TEXT,
     UNIQUE (tenant_id, sid, idx));
 CREATE TABLE IF NOT EXISTS windows (
     id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, sid TEXT NOT NULL, idx INTEGER NOT NULL,
     start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, segments TEXT NOT NULL,
-    norm TEXT NOT NULL,
+    norm TEXT NOT NULL, speakers TEXT NOT NULL DEFAULT '',
     UNIQUE (tenant_id, sid, idx));
 """
     + _fts_over("segments")
@@ -103,21 +109,23 @@ CREATE VIRTUAL TABLE IF NOT EXISTS segments_vocab USING fts5vocab(segments_fts, 
 )
 
 _UPSERT_SEGMENT = """
-INSERT INTO segments (tenant_id, sid, idx, segment_id, start_ms, end_ms, text, norm)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO segments (tenant_id, sid, idx, segment_id, start_ms, end_ms, text, norm, speaker)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant_id, sid, idx) DO UPDATE SET
     segment_id = excluded.segment_id, start_ms = excluded.start_ms,
-    end_ms = excluded.end_ms, text = excluded.text, norm = excluded.norm
-WHERE (segment_id, start_ms, end_ms, text)
-    IS NOT (excluded.segment_id, excluded.start_ms, excluded.end_ms, excluded.text)
+    end_ms = excluded.end_ms, text = excluded.text, norm = excluded.norm,
+    speaker = excluded.speaker
+WHERE (segment_id, start_ms, end_ms, text, speaker)
+    IS NOT (excluded.segment_id, excluded.start_ms, excluded.end_ms, excluded.text,
+            excluded.speaker)
 """
 
 _UPSERT_WINDOW = """
-INSERT INTO windows (tenant_id, sid, idx, start_ms, end_ms, segments, norm)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO windows (tenant_id, sid, idx, start_ms, end_ms, segments, norm, speakers)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant_id, sid, idx) DO UPDATE SET
     start_ms = excluded.start_ms, end_ms = excluded.end_ms,
-    segments = excluded.segments, norm = excluded.norm
+    segments = excluded.segments, norm = excluded.norm, speakers = excluded.speakers
 WHERE segments IS NOT excluded.segments
 """
 
@@ -129,6 +137,12 @@ ON CONFLICT (tenant_id, sid) DO UPDATE SET language = coalesce(excluded.language
 """
 
 _FUZZY_CHOICES = 20  # index terms a fuzzy word may stand for
+
+_ADDED_COLUMNS = (
+    ("segments", "speaker", "TEXT"),
+    ("windows", "speakers", "TEXT NOT NULL DEFAULT ''"),
+)
+"""Columns newer than the first files: added to a file that lacks them."""
 
 
 def _connect(path: Path | str) -> sqlite3.Connection:
@@ -191,6 +205,10 @@ class SqliteSearchIndex:
             ).fetchone()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(SCHEMA)
+            for table, column, kind in _ADDED_COLUMNS:
+                columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                if column not in columns:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
             return found is None
 
         return await self._call(create)
@@ -266,6 +284,7 @@ class SqliteSearchIndex:
                 s.end_ms,
                 s.text,
                 " ".join(t.text for t in normalize(s.text)),
+                s.speaker,
             )
             for s in segments
         ]
@@ -299,6 +318,7 @@ class SqliteSearchIndex:
                 w.end_ms,
                 _SEGMENTS.dump_json(w.segments).decode(),
                 " ".join(t.text for t in normalize(w.text)),
+                " ".join(speakers_of(w.segments)),
             )
             for w in windows
         ]
@@ -328,13 +348,15 @@ class SqliteSearchIndex:
                     end_ms=row[4],
                     text=row[5],
                     highlight="",
-                    score=-float(row[6]),
+                    score=-float(row[7]),
+                    speaker=row[6],
                 )
                 for row in self._db.execute(sql, args)
             ]
             spanning: list[SearchHit] = []
             if spans_possible(parsed):
-                sql, args = self._select("windows", tenant_id, query, match, limit)
+                loose = self._match_expression(parsed.windows_for(query.speaker), query.fuzzy)
+                sql, args = self._select("windows", tenant_id, query, loose, limit)
                 for sid, segments, rank in self._db.execute(sql, args):
                     found = _SEGMENTS.validate_json(segments)
                     spanning += window_hits(sid, found, -float(rank), parsed, query)
@@ -367,8 +389,14 @@ class SqliteSearchIndex:
         if query.language is not None:
             where.append("x.language = ?")
             args.append(query.language)
+        if query.speaker is not None and table == "segments":
+            where.append("s.speaker = ?")
+            args.append(query.speaker)
+        elif query.speaker is not None:
+            where.append("(' ' || s.speakers || ' ') LIKE ?")
+            args.append(f"% {query.speaker} %")  # a label has no LIKE wildcards
         columns = (
-            "s.segment_id, s.idx, s.start_ms, s.end_ms, s.text"
+            "s.segment_id, s.idx, s.start_ms, s.end_ms, s.text, s.speaker"
             if table == "segments"
             else "s.segments"
         )

@@ -56,9 +56,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from voxwire.core.codecs import chunk_decoder
-from voxwire.core.errors import VoxwireError
+from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.core.matching import Prompt
 from voxwire.core.metrics import STREAM_FINALS, STREAM_PARTIALS
+from voxwire.core.standing_prompts import check_speakers
 from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
 from voxwire.workers.pipeline import Emit
@@ -271,6 +272,12 @@ class StreamSession:
         """Remove, then add, standing prompts: they apply from the next final on
         (with the finals before it, see :mod:`voxwire.core.standing_prompts`). All
         or nothing; a bad change raises ConfigError."""
+        try:
+            check_speakers(add, diarized=self._speakers.on)
+        except ValueError as exc:
+            raise ConfigError(
+                f"prompts not changed: {exc}", hint="drop the prompt's speaker", sid=self.sid
+            ) from exc
         with self._emit_lock:  # finals are matched under this lock
             self._builder.change_prompts(add, remove)
             self._prompts_changed = True

@@ -131,7 +131,9 @@ class TranscriptBuilder:
         self.next_seq = first_seq
         self.finals: list[SegmentData] = list(finals)
         # what the prompts matched before: their matches were emitted (or are pending)
-        self._matcher.replay((s.id, s.text, s.start_ms, s.end_ms, s.words) for s in self.finals)
+        self._matcher.replay(
+            (s.id, s.text, s.start_ms, s.end_ms, s.words, s.speaker) for s in self.finals
+        )
         self._last_partial: tuple[int, str] | None = None  # (segment start, text)
         # what the last final ended with (its words, a number at its end): a card
         # number split over two finals is redacted in both
@@ -212,7 +214,9 @@ class TranscriptBuilder:
         final = SegmentMessage(
             sid=self.sid, seq=self._seq(), type="final", segment=data, latency=latency
         )
-        hits = self._matcher.on_final(data.id, data.text, data.start_ms, data.end_ms, data.words)
+        hits = self._matcher.on_final(
+            data.id, data.text, data.start_ms, data.end_ms, data.words, data.speaker
+        )
         return [final, *(self._match(hit) for hit in hits)]
 
     def stream_progress(

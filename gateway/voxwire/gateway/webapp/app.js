@@ -55,6 +55,36 @@ function phrases(text) {
   return text.split("\n").map((line) => line.trim()).filter(Boolean);
 }
 
+/**
+ * A prompt from a line of the text box: "S2: phrase" listens to speaker S2 only.
+ * @param {string} line @param {string} id
+ */
+function promptOf(line, id) {
+  const limited = /^(S[1-9][0-9]{0,3})\s*:\s*(.+)$/i.exec(line);
+  return limited ? { id, text: limited[2], speaker: limited[1].toUpperCase() } : { id, text: line };
+}
+
+// -- speakers: a colour per label, always with the label as text -------------
+
+/** Distinct on white and for the common colour-vision deficiencies; S1 is the first. */
+const SPEAKER_COLOURS = ["#2b59c3", "#c2410c", "#0f766e", "#9333ea", "#b91c1c", "#4d7c0f", "#a16207", "#475569"];
+
+/** The same colour for a label everywhere (S9 wraps round to S1's). @param {string} label */
+function speakerColour(label) {
+  const n = Number(/^S([0-9]+)$/.exec(label)?.[1] ?? 0);
+  return n > 0 ? SPEAKER_COLOURS[(n - 1) % SPEAKER_COLOURS.length] : "var(--muted)";
+}
+
+/** A badge with the speaker's label in the speaker's colour. @param {string} label */
+function speakerBadge(label) {
+  const badge = document.createElement("span");
+  badge.className = "speaker";
+  badge.textContent = label;
+  badge.title = `speaker ${label}`;
+  badge.style.setProperty("--speaker", speakerColour(label));
+  return badge;
+}
+
 // -- a session on screen: progress, player, match cards, segments ---------
 
 class SessionView {
@@ -145,7 +175,8 @@ class SessionView {
 
   /**
    * Show a segment in index order; a final replaces the partial of its index.
-   * @param {{index: number, start_ms: number, end_ms: number, text: string}} segment
+   * A diarized segment shows its speaker's label, in the speaker's colour.
+   * @param {{index: number, start_ms: number, end_ms: number, text: string, speaker?: string | null}} segment
    * @param {boolean} partial
    */
   segment(segment, partial) {
@@ -164,6 +195,12 @@ class SessionView {
     row.dataset.endMs = String(segment.end_ms);
     row.querySelector(".time").textContent = clock(segment.start_ms);
     row.querySelector(".text").textContent = partial ? `${segment.text} …` : segment.text;
+    row.querySelector(".speaker")?.remove();
+    if (segment.speaker) {
+      row.dataset.speaker = segment.speaker;
+      row.style.setProperty("--speaker", speakerColour(segment.speaker));
+      row.querySelector(".text").before(speakerBadge(segment.speaker));
+    }
   }
 
   /** A card that seeks the player to the matched span. @param {any} m */
@@ -175,6 +212,7 @@ class SessionView {
     card.dataset.endMs = String(m.end_ms);
     card.innerHTML = '<span class="prompt"></span><span class="when"></span><span class="said"></span>';
     card.querySelector(".prompt").textContent = `“${m.prompt}”`;
+    if (m.speaker) card.prepend(speakerBadge(m.speaker));
     card.querySelector(".when").textContent = `${clock(m.start_ms)}–${clock(m.end_ms)} · ${Math.round(m.score * 100)}%`;
     card.querySelector(".said").append(highlighted(m.highlight || m.text));
     card.addEventListener("click", () => this.seek(m.start_ms, m.end_ms));
@@ -238,7 +276,8 @@ async function upload(/** @type {SubmitEvent} */ event) {
   view.status("uploading…");
   try {
     const { feed } = await client.transcribe(file, {
-      prompts: phrases($("#upload-prompts").value),
+      prompts: phrases($("#upload-prompts").value).map((line, i) => promptOf(line, `p${i + 1}`)),
+      diarize: $("#upload-diarize").checked,
       redact: $("#upload-redact").value || undefined,
       listeners: view.listeners(),
     });
@@ -291,7 +330,11 @@ async function toggleRecording() {
   const prompts = new Map(texts.map((text, i) => [text, `l${i + 1}`]));
   try {
     const { feed, mic } = await client.streamMicrophone(
-      { prompts: [...prompts].map(([text, id]) => ({ id, text })), partial_interval_s: 1 },
+      {
+        prompts: [...prompts].map(([line, id]) => promptOf(line, id)),
+        partial_interval_s: 1,
+        diarize: $("#live-diarize").checked,
+      },
       { listeners },
     );
     view.root.dataset.sid = feed.sid;
@@ -332,7 +375,7 @@ async function applyPrompts() {
     if (live.prompts.has(text)) continue;
     const id = `l${live.next++}`;
     live.prompts.set(text, id);
-    add.push({ id, text });
+    add.push(promptOf(text, id));
   }
   if (!add.length && !remove.length) return;
   try {
@@ -351,7 +394,9 @@ async function search(/** @type {SubmitEvent} */ event) {
   if (!client) return;
   const list = $("#search-results");
   try {
-    const page = await client.search($("#query").value, { fuzzy: $("#fuzzy").checked, size: 20 });
+    const speaker = $("#search-speaker").value.trim().toUpperCase();
+    const filters = { fuzzy: $("#fuzzy").checked, size: 20, ...(speaker ? { speaker } : {}) };
+    const page = await client.search($("#query").value, filters);
     list.replaceChildren();
     if (!page.hits.length) list.innerHTML = '<li class="meta">nothing found</li>';
     for (const hit of page.hits) {
@@ -362,6 +407,7 @@ async function search(/** @type {SubmitEvent} */ event) {
       item.innerHTML = '<div class="said"></div><div class="meta"></div>';
       item.querySelector(".said").append(highlighted(hit.highlight || hit.text));
       item.querySelector(".meta").textContent = `${hit.sid} · ${clock(hit.start_ms)}–${clock(hit.end_ms)}`;
+      if (hit.speaker) item.querySelector(".meta").prepend(speakerBadge(hit.speaker));
       item.addEventListener("click", () => openSession(hit.sid, hit.start_ms, hit.end_ms));
       list.append(item);
     }

@@ -36,6 +36,11 @@ class StreamSpeakers:
         config = TrackerConfig(max_speakers=max_speakers)
         self._tracker = SpeakerTracker.restore(config, state) if on else None
 
+    @property
+    def on(self) -> bool:
+        """Whether the stream asked for diarization."""
+        return self._tracker is not None
+
     def pieces(self, start_ms: int, end_ms: int, text: str, audio: Audio) -> list[Piece]:
         """The final ``[start_ms, end_ms)`` of ``text``, whose samples are ``audio``,
         as pieces of one speaker each (speaker None: diarization off)."""
