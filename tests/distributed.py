@@ -75,6 +75,8 @@ class DistributedPlatform:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.worker_count = workers
         self.api_key = ""
+        self.findings: list[str] = []
+        """What a test found out on its way to failing, printed last by :meth:`digest`."""
 
     # -- settings as the tests see them -----------------------------------------------
 
@@ -170,6 +172,7 @@ class DistributedPlatform:
             parts += [line[:300] for line in notable[-lines:]]
             parts.append("-- last lines")
             parts += [line[:300] for line in text[-5:]]
+        parts += self.findings
         return "\n".join(parts)
 
     def kill(self, name: str) -> None:

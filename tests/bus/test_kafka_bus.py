@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import signal
@@ -270,7 +271,6 @@ CRASHING_WORKER = textwrap.dedent(
     import asyncio, sys
     from voxwire.bus.kafka import KafkaBus
     from voxwire.bus.kafka_options import ConsumerOptions, KafkaOptions
-from voxwire.bus.kafka_stats import consumer_lag
 
     async def main(bootstrap, topic, group):
         options = KafkaOptions(
@@ -356,6 +356,37 @@ async def test_a_commit_the_broker_never_answers_fails_and_is_sent_again(kafka: 
     [first] = await take(later, 1)
     assert first.value == b"next"
     await again.close()
+
+
+async def test_a_consumer_that_does_not_rejoin_is_replaced(
+    kafka: Kafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A consumer that lost its partitions (the broker did not answer for longer
+    than the session) and has none back ``rejoin_s`` later is replaced by a new
+    member of its group, which goes on from the committed position: the records
+    behind it are neither lost nor delivered twice."""
+    topic, group = kafka.topic(), kafka.group()
+    options = replace(FAST, consumer=replace(FAST.consumer, rejoin_s=1.0))
+    bus = KafkaBus(kafka.bootstrap, options=options)
+    for n in range(3):
+        await bus.produce(topic, "sid", str(n).encode())
+    subscription = bus.subscribe(topic, group)
+    await subscription.commit(*await take(subscription, 3))
+
+    def replaced() -> bool:
+        return any("a new consumer joins" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level(logging.INFO, logger="voxwire.bus.kafka_consumer"):
+        with _frozen(_kafka_pid()):
+            async with asyncio.timeout(30):
+                while not replaced():
+                    await asyncio.sleep(0.2)
+        for n in range(3, 6):
+            await bus.produce(topic, "sid", str(n).encode())
+        later = await take(subscription, 3, timeout=45)
+    assert [r.value for r in later] == [b"3", b"4", b"5"]
+    assert subscription.assignment == frozenset({0})
+    await bus.close()
 
 
 async def test_a_cancelled_next_loses_nothing(kafka: Kafka, bus: KafkaBus) -> None:

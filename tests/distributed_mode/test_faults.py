@@ -28,22 +28,66 @@ JOBS = 40
 FILES = [i.path for i in eval_with_text() if i.duration_s <= 7]
 
 
-async def _one_client(platform: DistributedPlatform, path: Path) -> tuple[Transcript, dict]:
-    async with AsyncClient(platform.url, platform.api_key, platform.mqtt_url) as client:
-        result = await client.transcribe(path)
-        server = await client.transcript(result.sid)
-        return result, server.model_dump()
+class _Jobs:
+    """JOBS clients, each uploading one file and following its session; what
+    each has reached is kept so that a run that does not finish says where each
+    unfinished session stopped."""
+
+    def __init__(self, platform: DistributedPlatform) -> None:
+        self.platform = platform
+        self.sids: list[str] = []
+        self.finished: set[str] = set()
+
+    async def one_client(self, path: Path) -> tuple[Transcript, dict]:
+        platform = self.platform
+        async with AsyncClient(platform.url, platform.api_key, platform.mqtt_url) as client:
+            created = await client.upload(path)
+            self.sids.append(created.sid)
+            result = await client.follow(created.sid)
+            self.finished.add(created.sid)
+            server = await client.transcript(result.sid)
+            return result, server.model_dump()
+
+    def story(self) -> str:
+        """Where the unfinished sessions stopped: their status and messages on the
+        server, and what the processes logged about them."""
+        unfinished = [sid for sid in self.sids if sid not in self.finished]
+        lines = [
+            f"{JOBS - len(self.sids)} uploads unanswered, "
+            f"{len(unfinished)} of {len(self.sids)} sessions unfinished"
+        ]
+        headers = {"Authorization": f"Bearer {self.platform.api_key}"}
+        for sid in unfinished[:4]:
+            try:
+                page = httpx.get(
+                    f"{self.platform.url}/v1/sessions/{sid}/messages",
+                    headers=headers,
+                    timeout=10,
+                ).json()
+                kinds = [m.get("type") for m in page.get("messages", [])]
+            except (httpx.HTTPError, ValueError) as exc:
+                kinds = [f"history unreadable: {exc}"]
+            lines.append(f"{sid}: stored messages {kinds}")
+            for name in sorted(self.platform.processes):
+                said = [
+                    line for line in self.platform.log(name, tail=None).splitlines() if sid in line
+                ]
+                lines += [f"  {name}: {line[:200]}" for line in said[-3:]]
+        return "\n".join(lines)
 
 
 def _run_jobs(platform: DistributedPlatform, during: Callable[[], None] | None = None) -> list:
     """Submit JOBS files from JOBS clients at once; call ``during`` from a thread
     while they run; return (sdk transcript, server transcript) pairs."""
     paths = list(itertools.islice(itertools.cycle(FILES), JOBS))
+    jobs = _Jobs(platform)
 
     async def main() -> list:
-        return await asyncio.wait_for(
-            asyncio.gather(*(_one_client(platform, p) for p in paths)), 480
-        )
+        try:
+            return await asyncio.wait_for(asyncio.gather(*map(jobs.one_client, paths)), 480)
+        except TimeoutError:
+            platform.findings.append(f"== jobs did not finish in 480 s: {jobs.story()}")
+            raise AssertionError(platform.findings[-1]) from None
 
     worker = threading.Thread(target=during) if during else None
     if worker:

@@ -21,8 +21,10 @@ enter, with the topic and key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
+import time
 import weakref
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -129,11 +131,19 @@ class KafkaBus:
             await asyncio.gather(*(s.close() for s in list(self._subscriptions)))
 
     def _poll_producer(self) -> None:
+        """Serve delivery reports; now and then, report consumer threads that are stuck."""
+        look_at = time.monotonic()
         while not self._stop.is_set():
             try:
                 self._producer.poll(0.1)
             except Exception:  # a callback failed: keep serving the others
                 log.exception("Kafka producer: delivery report handling failed")
+            if time.monotonic() >= look_at:
+                look_at = time.monotonic() + 5.0
+                with contextlib.suppress(RuntimeError):  # subscribed to meanwhile
+                    for subscription in list(self._subscriptions):
+                        if report := subscription.stall_report():
+                            log.error("%s", report)
 
     def _stop_producer(self) -> None:
         self._stop.set()

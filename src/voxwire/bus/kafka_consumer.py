@@ -27,6 +27,8 @@ next call and the partitions are paused, so nothing more is fetched.
 ``max.poll.interval.ms`` is thus only a backstop for a stuck consumer thread.
 A partition revoked by a rebalance is forgotten: its records still in flight
 are not committed, and its new owner delivers them again (at least once).
+A consumer that lost its partitions and has not got any back within
+``rejoin_s`` is replaced by a new one (:mod:`voxwire.bus.kafka_membership`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from confluent_kafka import (
 
 from voxwire.bus.base import Record
 from voxwire.bus.kafka_commits import COMMIT_POLL_S, Commits, settle
+from voxwire.bus.kafka_membership import STALL_S, Membership, close_in_background, stack_of
 from voxwire.bus.kafka_options import KafkaOptions, kafka_error
 from voxwire.bus.kafka_stats import STATS_INTERVAL_MS, LagGauge
 from voxwire.core.errors import BusError
@@ -134,6 +137,8 @@ class _Held:
     paused: bool = False
     unsure: bool = False
     """Partitions came with a pause state of their own (see ``_on_assign``)."""
+    keepalive_at: float = 0.0
+    """When the thread polls next while nobody asks for records."""
 
 
 class KafkaSubscription:
@@ -153,27 +158,12 @@ class KafkaSubscription:
         self._commits = Commits(topic, timeout_s=options.consumer.commit_timeout_s)
         self._fetches: deque[_Fetch] = deque()
         self._held = _Held()
-        self._keepalive_at = 0.0
         self._close: _Close | None = None
         self._failure: BusError | None = None
         self._assignment: frozenset[int] = frozenset()
-        config = {
-            "statistics.interval.ms": STATS_INTERVAL_MS,
-            **config,
-            "error_cb": self._on_error,
-            "on_commit": self._on_commit,
-            "stats_cb": LagGauge(group),
-        }
-        try:
-            self._consumer = Consumer(config)
-            self._consumer.subscribe(
-                [topic],
-                on_assign=self._on_assign,
-                on_revoke=self._on_revoke,
-                on_lost=self._on_lost,
-            )
-        except KafkaException as exc:
-            raise BusError(f"cannot subscribe to {topic} (group {group}): {exc}") from exc
+        config = {"statistics.interval.ms": STATS_INTERVAL_MS, **config}
+        self._membership = Membership(config, options.consumer.rejoin_s)
+        self._consumer = self._connect()
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-consumer-{topic}", daemon=True
         )
@@ -186,6 +176,20 @@ class KafkaSubscription:
 
     def owns(self, partition: int) -> bool:
         return partition in self._assignment
+
+    def stall_report(self) -> str | None:
+        """Where the consumer thread is stuck, once, when it has not come round its
+        loop for ``STALL_S`` (None otherwise)."""
+        membership = self._membership
+        if membership.stall_reported or membership.stalled_for() < STALL_S:
+            return None
+        if not self._thread.is_alive():
+            return None
+        membership.stall_reported = True
+        return (
+            f"the consumer thread of {self.topic} (group {self.group}) has been stuck for "
+            f"{membership.stalled_for():.0f} s at:\n{stack_of(self._thread)}"
+        )
 
     async def next(self) -> Record:
         return (await self.next_batch(1))[0]
@@ -244,10 +248,51 @@ class KafkaSubscription:
 
     # ---------------------------------------------------------- consumer thread
 
+    def _connect(self) -> Consumer:
+        """A consumer of the group whose callbacks lapse once it is replaced."""
+        bind = self._membership.bind
+        config = {
+            **self._membership.config,
+            "error_cb": bind(self._on_error),
+            "on_commit": bind(self._on_commit),
+            "stats_cb": bind(LagGauge(self.group)),
+        }
+        try:
+            consumer = Consumer(config)
+            consumer.subscribe(
+                [self.topic],
+                on_assign=bind(self._on_assign),
+                on_revoke=bind(self._on_revoke),
+                on_lost=bind(self._on_lost),
+            )
+        except KafkaException as exc:
+            raise BusError(f"cannot subscribe to {self.topic} (group {self.group}): {exc}") from exc
+        return consumer
+
+    def _renew(self) -> None:
+        """Replace a consumer that has not rejoined its group (module doc of
+        :mod:`voxwire.bus.kafka_membership`); waiting fetches stay."""
+        log.warning(
+            "%s (group %s): no partitions back %.0f s after losing them; a new consumer joins",
+            self.topic,
+            self.group,
+            self._options.consumer.rejoin_s,
+        )
+        old = self._consumer
+        self._membership.renewed()
+        if self._assignment:
+            self._forget(set(self._assignment), "left behind")
+        self._held = _Held(keepalive_at=self._held.keepalive_at)
+        self._consumer = self._connect()
+        close_in_background(old, self.topic)
+
     def _run(self) -> None:
         failure: BaseException | None = None
         try:
             while self._close is None:
+                self._membership.beat = time.monotonic()
+                if self._membership.overdue():
+                    self._renew()
                 self._take_commands()
                 self._commits.expire(self._assignment)
                 self._flush()
@@ -260,7 +305,7 @@ class KafkaSubscription:
                 fetch = self._pending_fetch()
                 if fetch is not None:
                     self._serve(fetch)
-                elif self._commits.awaited or time.monotonic() >= self._keepalive_at:
+                elif self._commits.awaited or time.monotonic() >= self._held.keepalive_at:
                     self._keepalive()  # also serves on_commit
         except BaseException as exc:  # reported to every waiter below
             log.exception("Kafka consumer of %s (group %s) failed", self.topic, self.group)
@@ -271,7 +316,7 @@ class KafkaSubscription:
     def _take_commands(self) -> None:
         timeout = 0.0
         if not self._fetches:
-            timeout = max(0.0, self._commits.wake_at(self._keepalive_at) - time.monotonic())
+            timeout = max(0.0, self._commits.wake_at(self._held.keepalive_at) - time.monotonic())
         command = self._mailbox.get(timeout)
         while command is not None:
             if isinstance(command, _Fetch):
@@ -305,7 +350,7 @@ class KafkaSubscription:
         return self._fetches[0] if self._fetches else None
 
     def _serve(self, fetch: _Fetch) -> None:
-        self._keepalive_at = time.monotonic() + self._options.consumer.keepalive_s
+        self._held.keepalive_at = time.monotonic() + self._options.consumer.keepalive_s
         try:
             records = self._fetch(fetch.max_records)
         except BusError as exc:
@@ -371,9 +416,9 @@ class KafkaSubscription:
         what comes then is held without pausing (pausing drops librdkafka's
         prefetch, and the next fetch is usually moments away) up to a bound.
         """
-        idle = time.monotonic() >= self._keepalive_at
+        idle = time.monotonic() >= self._held.keepalive_at
         if idle:
-            self._keepalive_at = time.monotonic() + self._options.consumer.keepalive_s
+            self._held.keepalive_at = time.monotonic() + self._options.consumer.keepalive_s
         message = self._consumer.poll(0)
         if message is not None:
             self._held.messages.append(message)
@@ -393,6 +438,7 @@ class KafkaSubscription:
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         ids = {tp.partition for tp in partitions}
         self._assignment = self._assignment | ids
+        self._membership.assigned()
         # A partition that was paused here, taken away and given back can come
         # back paused (librdkafka keeps the flag), and nothing would resume it:
         # once it is assigned, every partition gets this consumer's pause state.
@@ -403,6 +449,7 @@ class KafkaSubscription:
         self._forget({tp.partition for tp in partitions}, "revoked")
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._membership.lost()
         self._forget({tp.partition for tp in partitions}, "lost")
 
     def _forget(self, ids: set[int], how: str) -> None:

@@ -73,6 +73,9 @@ class ConsumerOptions:
     """How long one poll waits while a ``next`` call waits for records."""
     keepalive_s: float = 0.5
     """How often the consumer polls while nobody asks for records."""
+    rejoin_s: float = 60.0
+    """A consumer that lost its partitions (Kafka was away longer than the session
+    timeout) and has not got any back this long after is replaced by a new one."""
     commit_timeout_s: float = 30.0
     """A commit the broker has not answered within this fails its callers (and
     is retried): librdkafka holds a commit while the group has no coordinator,
