@@ -9,7 +9,6 @@ import asyncio
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.helpers import free_port
 from voxwire.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,12 +45,6 @@ def services_env() -> dict[str, str]:
         if sep and name.startswith("VOXWIRE_"):
             env[name] = value
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class DistributedPlatform:
@@ -112,11 +106,15 @@ class DistributedPlatform:
         settings = self.settings
         kafka_init(settings.servers.kafka_bootstrap, DEFAULT_TOPICS, namespace=self.namespace)
         self.api_key = self.new_tenant_key("default")
-        self.spawn("bridge")
-        for i in range(self.worker_count):
-            self.spawn(f"worker-{i}")
-        self.spawn("gateway")
-        self.wait_ready()
+        try:
+            self.spawn("bridge")
+            for i in range(self.worker_count):
+                self.spawn(f"worker-{i}")
+            self.spawn("gateway")
+            self.wait_ready()
+        except BaseException:
+            self.stop()  # nothing left running to answer the next tests' messages
+            raise
         return self
 
     def spawn(self, name: str, **settings: str) -> subprocess.Popen[bytes]:

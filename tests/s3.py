@@ -3,7 +3,6 @@ S3 API on loopback (the blob store under test talks to it through boto3)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -12,12 +11,12 @@ from contextlib import contextmanager
 
 import httpx
 
+from tests.helpers import free_port
+
 
 @contextmanager
 def s3_server() -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,

@@ -23,6 +23,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
+from tests.helpers import free_port
 from voxwire.access.principal import Action, Principal
 from voxwire.broker.embedded import EmbeddedBroker
 
@@ -229,9 +230,7 @@ def mosquitto(tmp_path: Path) -> Iterator[int]:
     binary = shutil.which("mosquitto")
     if binary is None:
         pytest.skip("mosquitto is not installed")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     config = tmp_path / "mosquitto.conf"
     config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
     process = subprocess.Popen([binary, "-c", str(config)], stderr=subprocess.DEVNULL)

@@ -17,6 +17,7 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
+from tests.helpers import free_port
 from voxwire.access.tokens import SessionToken
 from voxwire.broker.dynsec import CONTROL_TOPIC, DynsecAccess
 from voxwire.core.errors import MqttError
@@ -44,12 +45,6 @@ DENY_ALL = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _accepts(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -74,7 +69,7 @@ def dynsec_broker(tmp_path: Path) -> Iterator[int]:
         "user service\ntopic readwrite #\ntopic readwrite $CONTROL/dynamic-security/#\n"
     )
     (tmp_path / "dynsec.json").write_text(json.dumps(DENY_ALL))
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "mosquitto.conf"
     config.write_text(
         "user root\nper_listener_settings false\nallow_anonymous false\npersistence false\n"

@@ -106,6 +106,7 @@ async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
     assert (await store.verify_api_key(key.plaintext)) == tenant
     assert await store.key_tenant(key.key_id) == tenant.id
     assert await store.key_tenant("00000000") is None
+    assert await store.key_issued(key.key_id) and not await store.key_issued("00000000")
     assert await store.verify_api_key(key.plaintext + "x") is None
     assert await store.verify_api_key("garbage") is None
     raw = await backend.raw()
@@ -115,6 +116,7 @@ async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
     assert await store.revoke_api_key(key.key_id)
     assert await store.verify_api_key(key.plaintext) is None
     assert await store.key_tenant(key.key_id) is None
+    assert await store.key_issued(key.key_id)
     assert not await store.revoke_api_key(key.key_id)
     (info,) = await store.list_api_keys()
     assert info.revoked_at is not None and info.tenant_id == tenant.id

@@ -10,6 +10,12 @@ published QoS 1 and retained for ``RESULT_EXPIRY_S`` so a client that
 subscribes after asking still gets it. The search is scoped to the tenant of
 the key, looked up when the request is served: a key revoked meanwhile gets
 an error. A request is committed once its answer is acknowledged by the broker.
+
+Several installations may share one broker (each with its own namespace on
+Kafka, and its own bridge group on the broker), so every bridge sees every
+request. A request under a key this installation never issued belongs to
+another one: it is left unanswered here, for the installation that issued the
+key to answer.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ RESULT_EXPIRY_S = 60
 
 class KeyLookup(Protocol):
     async def key_tenant(self, key_id: str) -> str | None: ...
+    async def key_issued(self, key_id: str) -> bool: ...
 
 
 class ResultPublisher(Protocol):
@@ -78,6 +85,11 @@ class QueryService:
             log.warning("query service: malformed record (key %s)", record.key)
             return
         result = await self._answer(topic.key_id, topic.qid, published.payload)
+        if result is None:
+            log.debug(
+                "query %s: key %s was not issued here; left to its own", topic.qid, topic.key_id
+            )
+            return
         await self._publisher.publish_async(
             query_result_topic(topic.key_id, topic.qid),
             result.model_dump_json(exclude_none=True).encode(),
@@ -87,10 +99,13 @@ class QueryService:
         )
         self.answered += 1
 
-    async def _answer(self, key_id: str, qid: str, payload: bytes) -> QueryResult:
+    async def _answer(self, key_id: str, qid: str, payload: bytes) -> QueryResult | None:
+        """The answer, or None for a key of another installation."""
         tenant_id = await self._keys.key_tenant(key_id)
         if tenant_id is None:
-            return _error(qid, "unauthorized", "the API key is unknown or revoked")
+            if not await self._keys.key_issued(key_id):
+                return None
+            return _error(qid, "unauthorized", "the API key was revoked")
         try:
             query = SearchQuery.model_validate_json(payload)
         except ValidationError as exc:

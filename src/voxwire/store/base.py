@@ -57,6 +57,10 @@ class Store(Protocol):
         """The tenant id of an active (not revoked) key, by its id."""
         ...
 
+    async def key_issued(self, key_id: str) -> bool:
+        """Whether this installation ever issued key ``key_id`` (revoked or not)."""
+        ...
+
     async def tenant_id_for_key(self, plaintext: str) -> str | None:
         """The tenant id of a valid, active key, by the key itself (for the brokers)."""
         ...

@@ -224,6 +224,9 @@ class PostgresStore:
         )
         return str(row["tenant_id"]) if row else None
 
+    async def key_issued(self, key_id: str) -> bool:
+        return await self._one("SELECT 1 FROM api_keys WHERE id = %s", (key_id,)) is not None
+
     async def tenant_id_for_key(self, plaintext: str) -> str | None:
         """The tenant of a valid key (for the broker's HTTP auth endpoint)."""
         tenant = await self.verify_api_key(plaintext)

@@ -159,6 +159,9 @@ class SqliteStore:
         )
         return str(row["tenant_id"]) if row else None
 
+    async def key_issued(self, key_id: str) -> bool:
+        return self._one("SELECT 1 FROM api_keys WHERE id = ?", (key_id,)) is not None
+
     async def tenant_id_for_key(self, plaintext: str) -> str | None:
         tenant = await asyncio.get_running_loop().run_in_executor(
             self._lookups, self.tenant_for_key, plaintext
