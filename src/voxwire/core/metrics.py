@@ -75,7 +75,8 @@ JOBS = Counter(
     "voxwire_jobs",
     "File jobs a worker ended, by outcome: done (committed), uncommitted (done, but the "
     "commit was refused: it may run again), handed_back (aborted: the worker stopped; it "
-    "runs again elsewhere), failed",
+    "runs again elsewhere), retried (the bus refused its messages: it runs again here), "
+    "failed",
     ["outcome"],
 )
 JOBS_IN_FLIGHT = Gauge("voxwire_jobs_in_flight", "File jobs a worker is transcribing now")

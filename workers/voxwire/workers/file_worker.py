@@ -5,7 +5,11 @@ of committed text each final changes to the windows topic (:mod:`voxwire.wire.wi
 N engine instances (each loaded once) run jobs concurrently, one job each;
 the worker takes a new job only when an instance is free, so at most N jobs
 are in flight and the rest wait on the bus. A job's offset is committed only
-after all of its messages were accepted by the bus.
+after all of its messages were accepted by the bus. A job whose messages the
+bus refused (Kafka away for longer than the producer's delivery timeout) is
+run again on the same engine, after a pause that doubles up to
+``_RETRY_MAX_S``, until the bus takes them all: positions are committed in
+order, so a job left behind would hold back every later job of its partition.
 
 Stopping (cancelled: SIGTERM): the worker takes no new job, lets the jobs in
 flight finish and commit for up to ``drain_s``, then aborts those still
@@ -54,6 +58,9 @@ DRAIN_S = 20.0
 by default)."""
 _ABORT_S = 5.0
 """How long an aborted job may take to stop before its task is cancelled."""
+_RETRY_S = 1.0
+_RETRY_MAX_S = 30.0
+"""The pause before a job whose messages the bus refused runs again: doubles up to this."""
 
 
 def load_pcm(blobs: BlobStore, key: str) -> Audio:
@@ -132,7 +139,7 @@ class FileWorker:
         JOBS_IN_FLIGHT.inc()
         try:
             try:
-                duration_ms = await self._process(record, engine)
+                duration_ms = await self._process_until_delivered(record, engine)
             finally:  # the next job need not wait for this one's commit
                 self._idle.put_nowait(engine)
                 JOBS_IN_FLIGHT.dec()
@@ -147,12 +154,32 @@ class FileWorker:
         except TranscriptionAborted:
             log.info("job %s aborted: the worker is stopping; handed back", record.key)
             JOBS.labels(outcome="handed_back").inc()
-        except BusError as exc:  # e.g. a rebalance moved the partition meanwhile
+        except BusError as exc:  # the commit: e.g. a rebalance moved the partition meanwhile
             log.warning("job %s done but not committed (%s); it may run again", record.key, exc)
             JOBS.labels(outcome="uncommitted").inc()
         except Exception:
             log.exception("job %s failed unexpectedly", record.key)
             JOBS.labels(outcome="failed").inc()
+
+    async def _process_until_delivered(self, record: Record, engine: Engine) -> int:
+        """:meth:`_process`, again while the bus refuses the job's messages (each run
+        emits them all, with the same seqs); a stopping worker hands the job back."""
+        pause = _RETRY_S
+        while True:
+            try:
+                return await self._process(record, engine)
+            except BusError as exc:
+                if self._aborting:
+                    raise TranscriptionAborted from exc
+                log.warning(
+                    "job %s: the bus refused its messages (%s); running it again in %.0f s",
+                    record.key,
+                    exc,
+                    pause,
+                )
+                JOBS.labels(outcome="retried").inc()
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _RETRY_MAX_S)
 
     def _stopping(self) -> bool:
         """The engines' ``abort``: True once a stopping worker gave up waiting."""
