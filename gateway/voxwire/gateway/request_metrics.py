@@ -10,16 +10,10 @@ route matched (the web app's files, unknown paths) counts under ``other``.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voxwire.core.metrics import HTTP_REQUESTS, HTTP_SECONDS
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 UNMATCHED = "other"
 
@@ -32,7 +26,7 @@ def route_of(scope: Scope) -> str:
 
 
 class RequestMetrics:
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self._app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

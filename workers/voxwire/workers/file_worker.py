@@ -170,7 +170,7 @@ class FileWorker:
                 return await self._process(record, engine)
             except BusError as exc:
                 if self._aborting:
-                    raise TranscriptionAborted from exc
+                    raise TranscriptionAborted("the worker is stopping") from exc
                 log.warning(
                     "job %s: the bus refused its messages (%s); running it again in %.0f s",
                     record.key,
