@@ -8,7 +8,7 @@ import pytest
 
 from voxwire.core.errors import InvalidRequestError
 from voxwire.core.standing_prompts import MAX_PROMPTS
-from voxwire.gateway.uploads import check_prompts, parse_prompts
+from voxwire.sessions.uploads import check_prompts, parse_prompts
 from voxwire_client.api import PromptSpec
 
 

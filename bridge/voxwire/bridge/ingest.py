@@ -137,7 +137,12 @@ class MqttIngest:
             delay = 0.5
             while True:
                 try:
-                    record = ClientPublish(topic=message.topic, payload=message.payload)
+                    record = ClientPublish(
+                        topic=message.topic,
+                        payload=message.payload,
+                        response_topic=message.response_topic,
+                        correlation=message.correlation,
+                    )
                     await self._bus.produce(topic, key, record.encode())
                     break
                 except BusError as exc:  # Kafka unavailable: hold the client's message

@@ -1,15 +1,30 @@
-"""Search over MQTT: requests from ``prompt.queries``, answers on the broker.
+"""Requests over MQTT: a search, or a session's request (open a live stream,
+read a transcript), from ``prompt.queries``; answers on the broker.
 
-A client publishes a :class:`~voxwire_client.api.SearchQuery` on
-``query/<key id>/<qid>/request`` (the id of its own API key: the broker lets
-each key use its own query topics and no others) and subscribes to
-``query/<key id>/<qid>/result``. The ingest moves requests onto the
-``prompt.queries`` topic (key = key id); this service answers each with a
-:class:`~voxwire_client.api.QueryResult` (a page of hits, or an error),
-published QoS 1 and retained for ``RESULT_EXPIRY_S`` so a client that
-subscribes after asking still gets it. The search is scoped to the tenant of
-the key, looked up when the request is served: a key revoked meanwhile gets
-an error. A request is committed once its answer is acknowledged by the broker.
+A client publishes a :class:`~voxwire_client.api.SearchQuery`, an
+:class:`~voxwire_client.api.OpenStream` or a
+:class:`~voxwire_client.api.GetTranscript` on ``query/<key id>/<qid>/request``
+(the id of its own API key: the broker lets each key use its own query topics
+and no others) and subscribes to ``query/<key id>/<qid>/result``. The ingest
+moves requests onto the ``prompt.queries`` topic (key = key id); this service
+answers each with a :class:`~voxwire_client.api.QueryResult` (a page of hits,
+the stream opened, the transcript, or an error), published QoS 1 and retained
+for ``RESULT_EXPIRY_S`` so a client that subscribes after asking still gets it.
+Everything is scoped to the tenant of the key, looked up when the request is
+served: a key revoked meanwhile gets an error. A request is committed once its
+answer is acknowledged by the broker.
+
+Delivery is at least once, so a request may be served twice (after a restart):
+a search is answered again, and a stream request opens its stream once, since
+its sid is derived from the key and the qid (asking again with the same qid
+answers with the same stream while it runs, and with ``conflict`` once it
+ended). With MQTT alone a device can thus open a stream, publish its audio and
+prompt changes on the session's audio topics, end it, and read its transcript.
+
+MQTT 5 clients may correlate the MQTT 5 way instead: a request with a response
+topic (one of the key's result topics, e.g. ``query/<key id>/replies/result``
+for every request) and correlation data is answered on that topic, with that
+correlation data (MQTT 3.1.1 clients: the qid in the topic is the correlation).
 
 Several installations may share one broker (each with its own namespace on
 Kafka, and its own bridge group on the broker), so every bridge sees every
@@ -20,17 +35,30 @@ key to answer.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import Protocol
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from voxwire.bus import Bus, Record, commit_or_warn
-from voxwire.core.errors import RecordError, VoxwireError
+from voxwire.core.config import Settings
+from voxwire.core.errors import NotFoundError, RecordError, VoxwireError
 from voxwire.search import SearchIndex
+from voxwire.sessions.streams import StreamService
+from voxwire.sessions.views import stream_created, transcript_of
+from voxwire.store import Store
 from voxwire.wire.records import decode_client_publish
 from voxwire.wire.topics import QUERIES_TOPIC
-from voxwire_client.api import ErrorBody, QueryResult, SearchQuery
+from voxwire_client.api import (
+    ErrorBody,
+    GetTranscript,
+    OpenStream,
+    QueryResult,
+    SearchQuery,
+    SessionRequest,
+)
 from voxwire_client.topics import parse_query_topic, query_result_topic
 
 log = logging.getLogger(__name__)
@@ -39,9 +67,40 @@ QUERIES_GROUP = "voxwire-queries"
 RESULT_EXPIRY_S = 60
 
 
-class KeyLookup(Protocol):
-    async def key_tenant(self, key_id: str) -> str | None: ...
-    async def key_issued(self, key_id: str) -> bool: ...
+_SESSION_REQUEST: TypeAdapter[OpenStream | GetTranscript] = TypeAdapter(SessionRequest)
+
+
+def parse_request(payload: bytes) -> SearchQuery | OpenStream | GetTranscript:
+    """A session's request when the body names an ``op``, else a search; raises
+    ValidationError (also for a body that is not JSON)."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "op" in body:
+        return _SESSION_REQUEST.validate_json(payload)
+    return SearchQuery.model_validate_json(payload)
+
+
+def answer_topic(response_topic: str | None, key_id: str) -> str | None:
+    """An MQTT 5 response topic the answer may go to: a result topic of the
+    asking key (``query/<key id>/<any>/result``), the only ones it may read;
+    anything else is ignored (the answer goes to the request's own result topic)."""
+    if response_topic is None:
+        return None
+    try:
+        parsed = parse_query_topic(response_topic)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.key_id != key_id or parsed.kind != "result":
+        log.warning("response topic %r is not one of key %s's; ignored", response_topic, key_id)
+        return None
+    return response_topic
+
+
+def stream_sid(key_id: str, qid: str) -> str:
+    """The sid of the stream a request opens: the same for the same request."""
+    return "s_" + hashlib.sha256(f"{key_id}/{qid}".encode()).hexdigest()[:16]
 
 
 class ResultPublisher(Protocol):
@@ -54,17 +113,26 @@ class ResultPublisher(Protocol):
         retain: bool = True,
         expiry_s: int | None = None,
         timeout_s: float | None = None,
+        correlation: bytes | None = None,
     ) -> None: ...
 
 
 class QueryService:
     def __init__(
-        self, bus: Bus, keys: KeyLookup, index: SearchIndex, publisher: ResultPublisher
+        self,
+        bus: Bus,
+        store: Store,
+        index: SearchIndex,
+        publisher: ResultPublisher,
+        streams: StreamService,
+        settings: Settings,
     ) -> None:
         self._bus = bus
-        self._keys = keys
+        self._store = store
         self._index = index
         self._publisher = publisher
+        self._streams = streams
+        self._settings = settings
         self.answered = 0
 
     async def run(self) -> None:
@@ -91,35 +159,56 @@ class QueryService:
             )
             return
         await self._publisher.publish_async(
-            query_result_topic(topic.key_id, topic.qid),
+            answer_topic(published.response_topic, topic.key_id)
+            or query_result_topic(topic.key_id, topic.qid),
             result.model_dump_json(exclude_none=True).encode(),
             qos=1,
             retain=True,
             expiry_s=RESULT_EXPIRY_S,
+            correlation=published.correlation,
         )
         self.answered += 1
 
     async def _answer(self, key_id: str, qid: str, payload: bytes) -> QueryResult | None:
         """The answer, or None for a key of another installation."""
-        tenant_id = await self._keys.key_tenant(key_id)
+        tenant_id = await self._store.key_tenant(key_id)
         if tenant_id is None:
-            if not await self._keys.key_issued(key_id):
+            if not await self._store.key_issued(key_id):
                 return None
             return _error(qid, "unauthorized", "the API key was revoked")
         try:
-            query = SearchQuery.model_validate_json(payload)
+            request = parse_request(payload)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
             return _error(qid, "invalid_request", f"{where}: {first['msg']}")
         try:
-            page = await self._index.search(tenant_id, query)
+            if isinstance(request, SearchQuery):
+                return QueryResult(qid=qid, page=await self._index.search(tenant_id, request))
+            return await self._session_request(key_id, qid, tenant_id, request)
         except VoxwireError as exc:
             if exc.code == "search":
                 log.error("query %s failed: %s", qid, exc)
-            return _error(qid, exc.code, exc.message, exc.hint)
-        return QueryResult(qid=qid, page=page)
+            return _error(qid, exc.code, exc.message, exc.hint, exc.sid)
+
+    async def _session_request(
+        self, key_id: str, qid: str, tenant_id: str, request: OpenStream | GetTranscript
+    ) -> QueryResult:
+        if isinstance(request, OpenStream):
+            tenant = await self._store.get_tenant(tenant_id)
+            if tenant is None:
+                raise NotFoundError("the key's tenant is gone")
+            sid = stream_sid(key_id, qid)
+            session = await self._streams.start(tenant, request.stream, sid=sid)
+            log.info("stream %s opened over MQTT (key %s)", session.sid, key_id)
+            return QueryResult(qid=qid, stream=stream_created(self._settings, session))
+        found = await self._store.get_session(request.sid)
+        if found is None or found.tenant_id != tenant_id:
+            raise NotFoundError(f"no session {request.sid}", sid=request.sid)
+        return QueryResult(qid=qid, transcript=await transcript_of(self._store, found))
 
 
-def _error(qid: str, code: str, message: str, hint: str | None = None) -> QueryResult:
-    return QueryResult(qid=qid, error=ErrorBody(code=code, message=message, hint=hint))
+def _error(
+    qid: str, code: str, message: str, hint: str | None = None, sid: str | None = None
+) -> QueryResult:
+    return QueryResult(qid=qid, error=ErrorBody(code=code, message=message, hint=hint, sid=sid))

@@ -110,6 +110,10 @@ class Received:
     payload: bytes
     qos: int
     mid: int
+    response_topic: str | None = None
+    """MQTT 5: where the sender wants the answer to a request."""
+    correlation: bytes | None = None
+    """MQTT 5: what the sender matches that answer with (echoed as is)."""
 
 
 Handler = Callable[[Received], None]
@@ -332,7 +336,15 @@ class BrokerConnection:
             client.subscribe(topic_filter, qos=1)
 
     def _on_message(self, client: paho.Client, _userdata: Any, msg: paho.MQTTMessage) -> None:
-        received = Received(msg.topic, bytes(msg.payload), msg.qos, msg.mid)
+        props = msg.properties
+        received = Received(
+            msg.topic,
+            bytes(msg.payload),
+            msg.qos,
+            msg.mid,
+            getattr(props, "ResponseTopic", None),
+            getattr(props, "CorrelationData", None),
+        )
         subscription = self._subscription
         if subscription is None:
             if self.options.manual_ack and received.qos > 0:
@@ -359,15 +371,21 @@ class BrokerConnection:
         retain: bool = False,
         expiry_s: int | None = None,
         ack: Ack = NO_ACK,
+        correlation: bytes | None = None,
     ) -> None:
-        """Queue a message; ``ack`` learns whether the broker acknowledged it.
+        """Queue a message; ``ack`` learns whether the broker acknowledged it;
+        ``correlation``: MQTT 5 correlation data (dropped on MQTT 3.1.1).
         Raises MqttError when the connection is not open."""
         client = self._client
         if client is None or self._closing:
             raise MqttError("the MQTT connection is not open", topic=topic, hint="call connect()")
         try:
             info = client.publish(
-                topic, payload, qos=qos, retain=retain, properties=self._properties(expiry_s)
+                topic,
+                payload,
+                qos=qos,
+                retain=retain,
+                properties=self._properties(expiry_s, correlation),
             )
         except (ValueError, TypeError) as exc:
             ack.settle(MqttError(f"cannot publish: {exc}", topic=topic))
@@ -385,9 +403,16 @@ class BrokerConnection:
         if early:
             ack.settle(_refusal(topic, reason))
 
-    def _properties(self, expiry_s: int | None) -> Properties | None:
-        if expiry_s is None or self.protocol != paho.MQTTv5:
+    def _properties(self, expiry_s: int | None, correlation: bytes | None) -> Properties | None:
+        if (expiry_s is None and correlation is None) or self.protocol != paho.MQTTv5:
             return None
+        if correlation is not None:  # one answer's own
+            answer = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            answer.CorrelationData = correlation
+            if expiry_s is not None:
+                answer.MessageExpiryInterval = expiry_s
+            return answer
+        assert expiry_s is not None
         properties = self._expiry.get(expiry_s)
         if properties is None:
             properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]

@@ -96,11 +96,19 @@ class MqttConnection:
         qos: int = 1,
         retain: bool = True,
         expiry_s: int | None = None,
+        correlation: bytes | None = None,
     ) -> Future[None]:
-        """Queue a message; the future completes when the broker has acknowledged it."""
+        """Queue a message; the future completes when the broker has acknowledged it.
+        ``correlation``: MQTT 5 correlation data of an answer."""
         future: Future[None] = Future()
         self._connection.publish(
-            topic, payload, qos=qos, retain=retain, expiry_s=expiry_s, ack=FutureAck(future)
+            topic,
+            payload,
+            qos=qos,
+            retain=retain,
+            expiry_s=expiry_s,
+            ack=FutureAck(future),
+            correlation=correlation,
         )
         return future
 
@@ -113,9 +121,12 @@ class MqttConnection:
         retain: bool = True,
         expiry_s: int | None = None,
         timeout_s: float | None = None,
+        correlation: bytes | None = None,
     ) -> None:
         """Publish and wait for the acknowledgement without blocking the event loop."""
-        future = self.publish(topic, payload, qos=qos, retain=retain, expiry_s=expiry_s)
+        future = self.publish(
+            topic, payload, qos=qos, retain=retain, expiry_s=expiry_s, correlation=correlation
+        )
         try:
             await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
         except TimeoutError as exc:

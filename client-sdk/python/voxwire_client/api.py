@@ -388,10 +388,41 @@ class SearchPage(_Model):
     more: bool
 
 
+class OpenStream(_Model):
+    """Open a live stream over MQTT alone: published on
+    ``query/<key id>/<qid>/request`` (the same topics as a search), answered on
+    ``query/<key id>/<qid>/result`` with :attr:`QueryResult.stream` (the sid and
+    the topics to publish on, as ``POST /v1/streams`` answers) or an error. Then
+    stream, change prompts and end the stream on the session's audio topics."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Literal["open_stream"]
+    stream: StreamRequest = Field(default_factory=StreamRequest)
+
+
+class GetTranscript(_Model):
+    """Read a session's transcript over MQTT alone (as
+    ``GET /v1/sessions/{sid}/transcript`` answers): answered with
+    :attr:`QueryResult.transcript`, or ``not_found`` for a session of another tenant."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Literal["transcript"]
+    sid: Annotated[str, AfterValidator(validate_sid)]
+
+
+SessionRequest = Annotated[OpenStream | GetTranscript, Field(discriminator="op")]
+"""A request about sessions sent over MQTT (it has an ``op``; a search has none)."""
+
+
 class QueryResult(_Model):
-    """The answer to a search sent over MQTT, on ``query/<key id>/<qid>/result``:
-    a page of hits, or the error that stopped the search."""
+    """The answer to a request sent over MQTT, on ``query/<key id>/<qid>/result``:
+    a page of hits (a search), the stream opened (:class:`OpenStream`), the
+    transcript (:class:`GetTranscript`), or the error that stopped it."""
 
     qid: str
     page: SearchPage | None = None
+    stream: StreamCreated | None = None
+    transcript: TranscriptResponse | None = None
     error: ErrorBody | None = None

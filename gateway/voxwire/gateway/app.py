@@ -49,15 +49,15 @@ from voxwire.core.readiness import (
 )
 from voxwire.gateway.body_limit import BodyLimit
 from voxwire.gateway.emqx import emqx_hooks
-from voxwire.gateway.languages import served_models
 from voxwire.gateway.request_metrics import RequestMetrics
-from voxwire.gateway.streams import StreamService
-from voxwire.gateway.uploads import Upload, UploadService
 from voxwire.gateway.web import mount_web_app
 from voxwire.search import SearchIndex, SearchQueryError
+from voxwire.sessions.languages import served_models
+from voxwire.sessions.streams import StreamService
+from voxwire.sessions.uploads import Upload, UploadService
+from voxwire.sessions.views import endpoints, session_info, stream_created, transcript_of
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire_client.api import (
-    Endpoints,
     ErrorBody,
     Health,
     MessagesPage,
@@ -75,9 +75,6 @@ from voxwire_client.api import (
 )
 from voxwire_client.errors import InvalidSessionIdError
 from voxwire_client.topics import (
-    audio_chunk_prefix,
-    audio_control_topic,
-    session_filter,
     validate_sid,
 )
 
@@ -268,7 +265,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             ),
         )
         return SessionCreated(
-            **_info(session).model_dump(), endpoints=_endpoints(settings, session.sid)
+            **session_info(session).model_dump(), endpoints=endpoints(settings, session.sid)
         )
 
     @app.post(
@@ -281,22 +278,17 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     async def create_stream(caller: Caller, request: StreamRequest) -> StreamCreated:
         """Start a live stream; then publish audio chunks over MQTT."""
         session = await streams.start(caller, request)
-        return StreamCreated(
-            **_info(session).model_dump(),
-            endpoints=_endpoints(settings, session.sid),
-            audio_topic=audio_chunk_prefix(session.sid),
-            control_topic=audio_control_topic(session.sid),
-        )
+        return stream_created(settings, session)
 
     @app.get("/v1/sessions", response_model=list[SessionInfo], tags=["sessions"])
     async def list_sessions(
         caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> list[SessionInfo]:
-        return [_info(s) for s in await ctx.store.list_sessions(caller.id, limit)]
+        return [session_info(s) for s in await ctx.store.list_sessions(caller.id, limit)]
 
     @app.get("/v1/sessions/{sid}", response_model=SessionInfo, tags=["sessions"])
     async def get_session(session: Owned) -> SessionInfo:
-        return _info(session)
+        return session_info(session)
 
     @app.get(
         "/v1/sessions/{sid}/transcript",
@@ -314,22 +306,13 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         """The transcript: JSON, or as plain text (``txt``) or subtitles (``srt``,
         ``vtt``) with speaker labels where the segments have them."""
         fmt = transcript_format(format)
-        segments = await ctx.store.segments(session.sid)
         if fmt is not TranscriptFormat.JSON:
             return Response(
-                render(segments, fmt),
+                render(await ctx.store.segments(session.sid), fmt),
                 media_type=CONTENT_TYPES[fmt],
                 headers={"content-disposition": f'attachment; filename="{session.sid}.{fmt}"'},
             )
-        return TranscriptResponse(
-            sid=session.sid,
-            status=session.status,
-            text=session.text or " ".join(s.text for s in segments).strip(),
-            language=session.language,
-            duration_ms=session.duration_ms,
-            segments=tuple(segments),
-            matches=tuple(await ctx.store.matches(session.sid)),
-        )
+        return await transcript_of(ctx.store, session)
 
     @app.get("/v1/sessions/{sid}/messages", response_model=MessagesPage, tags=["sessions"])
     async def get_messages(
@@ -425,27 +408,3 @@ async def _read_limited(file: UploadFile, uploads: UploadService) -> bytes:
         uploads.check_size(size)
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _info(session: SessionRecord) -> SessionInfo:
-    return SessionInfo(
-        sid=session.sid,
-        status=session.status,
-        created_at=session.created_at,
-        filename=session.filename,
-        duration_ms=session.duration_ms,
-        percent=session.percent,
-        last_seq=session.last_seq,
-        prompts=session.prompts,
-        error_code=session.error_code,
-        error_message=session.error_message,
-    )
-
-
-def _endpoints(settings: Settings, sid: str) -> Endpoints:
-    mqtt_url, ws_url = settings.broker_urls
-    return Endpoints(
-        mqtt_url=mqtt_url,
-        ws_url=ws_url,
-        topic_filter=session_filter(sid),
-    )

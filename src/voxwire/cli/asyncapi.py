@@ -43,6 +43,8 @@ HTTP_BODIES: dict[str, type[BaseModel]] = {
     "SearchQuery": api.SearchQuery,
     "SearchPage": api.SearchPage,
     "QueryResult": api.QueryResult,
+    "OpenStream": api.OpenStream,
+    "GetTranscript": api.GetTranscript,
 }
 
 _TOPIC_MESSAGES = {
@@ -86,7 +88,9 @@ _AUDIO_CHANNELS: dict[str, Any] = {
 }
 
 
-def _query_channel(kind: str, message: str, retain: bool, description: str) -> dict[str, Any]:
+def _query_channel(
+    kind: str, messages: tuple[str, ...], retain: bool, description: str
+) -> dict[str, Any]:
     return {
         "address": f"query/{{keyId}}/{{qid}}/{kind}",
         "description": description,
@@ -94,23 +98,27 @@ def _query_channel(kind: str, message: str, retain: bool, description: str) -> d
             "keyId": {"description": "the id of the asking API key (vxk_<key id>_...)"},
             "qid": {"description": "the asker's id for this query: 1-64 of [A-Za-z0-9_-]"},
         },
-        "messages": {message: {"$ref": f"#/components/messages/{message}"}},
+        "messages": {m: {"$ref": f"#/components/messages/{m}"} for m in messages},
         "bindings": {"mqtt": {"qos": 1, "retain": retain}},
     }
 
 
 _AUDIO_CHANNELS["queryRequest"] = _query_channel(
     "request",
-    "SearchQuery",
+    ("SearchQuery", "OpenStream", "GetTranscript"),
     False,
-    "Search the transcripts the key's tenant owns: a SearchQuery (the body of POST "
-    "/v1/search). A key may use only its own query topics.",
+    "A request of the key's tenant, over MQTT alone: search its transcripts (a SearchQuery, "
+    'the body of POST /v1/search), open a live stream ({"op": "open_stream", "stream": '
+    'StreamRequest}: the same qid opens the same stream) or read a transcript ({"op": '
+    '"transcript", "sid": ...}). A key may use only its own query topics. MQTT 5: a '
+    "response topic (one of the key's result topics) and correlation data are honoured.",
 )
 _AUDIO_CHANNELS["queryResult"] = _query_channel(
     "result",
-    "QueryResult",
+    ("QueryResult",),
     True,
-    "The answer: a QueryResult with a page of hits or an error. QoS 1, retained for 60 s "
+    "The answer: a QueryResult with a page of hits, the stream opened (sid and audio "
+    "topics), the transcript, or an error. QoS 1, retained for 60 s "
     "(message expiry), so subscribing after asking works too.",
 )
 _AUDIO_OPERATIONS: dict[str, Any] = {
@@ -125,7 +133,7 @@ _AUDIO_MESSAGES: dict[str, Any] = {
         "contentType": "application/json",
         "payload": {"$ref": f"schemas/{name}.schema.json"},
     }
-    for name in ("SearchQuery", "QueryResult")
+    for name in ("SearchQuery", "OpenStream", "GetTranscript", "QueryResult")
 } | {
     "AudioChunk": {
         "name": "AudioChunk",

@@ -44,6 +44,7 @@ from voxwire.core.readiness import Flag
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.brokers import ingest, publisher
+from voxwire.sessions.streams import StreamService
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
@@ -198,7 +199,8 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     adapters.on_close(lambda: asyncio.to_thread(publishing.close))
     relay = ResultRelay(bus, store, publishing, expiry_s=settings.limits.message_expiry_s)
     indexer = SegmentIndexer(bus, store, index)
-    queries = QueryService(bus, store, index, publishing)
+    streams = StreamService(store, bus, await adapters.access(), settings)
+    queries = QueryService(bus, store, index, publishing, streams, settings)
     intake = ingest(link, bus, settings)
     where = f"broker at {link.host}:{link.port}"
 

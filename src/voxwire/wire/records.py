@@ -108,6 +108,10 @@ class ClientPublish(_Record):
     kind: Literal["publish"] = "publish"
     topic: str
     payload: bytes
+    response_topic: str | None = None
+    """MQTT 5: where the client wants the answer to a request."""
+    correlation: bytes | None = None
+    """MQTT 5: the correlation data to answer with."""
 
 
 AudioRecord = Annotated[StreamStart | PromptUpdate | ClientPublish, Field(discriminator="kind")]

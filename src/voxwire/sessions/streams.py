@@ -7,9 +7,9 @@ from voxwire.access.control import AccessControl
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
-from voxwire.gateway.languages import check_language, check_model
-from voxwire.gateway.sessions import announce, open_session, stored
-from voxwire.gateway.uploads import check_prompt_speakers, check_prompts
+from voxwire.sessions.languages import check_language, check_model
+from voxwire.sessions.opening import announce, open_session, stored
+from voxwire.sessions.uploads import check_prompt_speakers, check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, PromptUpdate, StreamStart
 from voxwire.wire.topics import AUDIO_TOPIC
@@ -24,7 +24,23 @@ class StreamService:
         self._access = access
         self._settings = settings
 
-    async def start(self, tenant: Tenant, request: StreamRequest) -> SessionRecord:
+    async def start(
+        self, tenant: Tenant, request: StreamRequest, *, sid: str | None = None
+    ) -> SessionRecord:
+        """Open the stream; with ``sid`` (a request asked again: at least once
+        delivery) a session of ``tenant`` that has it already is answered as is
+        while it runs (once it has ended, a ConflictError)."""
+        if sid is not None:
+            existing = await self._store.get_session(sid)
+            if existing is not None and existing.tenant_id == tenant.id:
+                if existing.status.terminal:
+                    raise ConflictError(
+                        f"this request already opened a stream, which has ended "
+                        f"({existing.status.value})",
+                        hint="ask with a new qid to open another stream",
+                        sid=sid,
+                    )
+                return existing
         check_prompts(request.prompts)
         check_prompt_speakers(request.prompts, diarized=request.diarize)
         redact = self._settings.security.redact_for(tenant.name, request.redact)
@@ -32,7 +48,9 @@ class StreamService:
         language = check_language(request.language, model)
         update = {"redact": redact, "language": language, "model": model}
         request = request.model_copy(update=update)
-        sid = await open_session(self._store, self._access, tenant, prompts=request.prompts)
+        sid = await open_session(
+            self._store, self._access, tenant, prompts=request.prompts, sid=sid
+        )
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(AUDIO_TOPIC, sid, start.encode())
         queued = ProgressMessage(sid=sid, seq=GATEWAY_SEQ, status=SessionStatus.QUEUED, percent=0)

@@ -22,8 +22,8 @@ from voxwire.core.standing_prompts import (
     check_speakers,
     prompt_of,
 )
-from voxwire.gateway.languages import check_language, check_model
-from voxwire.gateway.sessions import announce, open_session, stored
+from voxwire.sessions.languages import check_language, check_model
+from voxwire.sessions.opening import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
 from voxwire.wire.topics import JOBS_TOPIC

@@ -21,9 +21,11 @@ async def open_session(
     *,
     prompts: tuple[PromptSpec, ...],
     filename: str | None = None,
+    sid: str | None = None,
 ) -> str:
-    """Create a queued session of ``tenant`` and let the tenant reach its topics."""
-    sid = new_sid()
+    """Create a queued session of ``tenant`` (``sid``: its id, else a new one) and
+    let the tenant reach its topics."""
+    sid = sid or new_sid()
     await store.create_session(
         SessionRecord(
             sid=sid,

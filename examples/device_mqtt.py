@@ -1,0 +1,109 @@
+"""A device that speaks only MQTT: open a live stream, stream a 16 kHz mono
+PCM16LE WAV file, end it and read the transcript, with no HTTP at all.
+
+Only paho-mqtt and the standard library, as firmware authors would write it:
+
+    python examples/device_mqtt.py talk.wav --broker 127.0.0.1 --port 1883 \
+        --key "$VOXWIRE_API_KEY" [--prompt budget="the budget"]
+
+1. Connect to the broker: username = the key id (the part after ``vxk_``),
+   password = the key.
+2. Subscribe to ``query/<key id>/<qid>/result`` and publish
+   ``{"op": "open_stream", "stream": {...}}`` (the fields of ``POST /v1/streams``)
+   on ``query/<key id>/<qid>/request``. The answer names the session (``sid``)
+   and its audio topics. Asking again with the same qid answers with the same
+   stream, so a device that lost the answer simply asks again.
+3. Subscribe to ``transcription/<sid>/+``; publish 100 ms chunks (3200 bytes)
+   on ``audio/<sid>/chunk/<n>``, n = 0, 1, ...; then ``{"type": "end"}`` on
+   ``audio/<sid>/control``, and wait for the "completed" progress message.
+4. Ask ``{"op": "transcript", "sid": ...}`` the same way, and print it.
+"""
+
+import argparse
+import json
+import queue
+import secrets
+import sys
+import time
+import wave
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+
+class Device:
+    def __init__(self, broker: str, port: int, key: str) -> None:
+        self.key_id = key.split("_")[1]
+        self.answers: queue.Queue = queue.Queue()
+        self.completed = False
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"device-{self.key_id}")
+        self.client.username_pw_set(self.key_id, key)
+        self.client.on_message = self.on_message
+        self.client.connect(broker, port)
+        self.client.loop_start()
+
+    def on_message(self, _client, _userdata, msg) -> None:
+        body = json.loads(msg.payload)
+        if msg.topic.startswith("query/"):
+            self.answers.put(body)
+        elif body["type"] == "final":
+            print(f"{body['segment']['start_ms'] / 1000:7.2f}s  {body['segment']['text']}")
+        elif body["type"] == "match":
+            print(f"  match {body['prompt_id']}: {body['text']}")
+        elif body["type"] == "progress" and body["status"] == "completed":
+            self.completed = True
+        elif body["type"] == "error":
+            print(f"error: {body['code']}: {body['message']}", file=sys.stderr)
+
+    def ask(self, request: dict, timeout: float = 30) -> dict:
+        """Publish a request on this key's query topics; return its answer."""
+        qid = secrets.token_hex(8)
+        base = f"query/{self.key_id}/{qid}"
+        self.client.subscribe(f"{base}/result", qos=1)
+        time.sleep(0.2)  # the subscription first (the answer is retained anyway)
+        self.client.publish(f"{base}/request", json.dumps(request), qos=1)
+        answer = self.answers.get(timeout=timeout)
+        self.client.unsubscribe(f"{base}/result")
+        if answer.get("error"):
+            raise SystemExit(f"{answer['error']['code']}: {answer['error']['message']}")
+        return answer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("wav")
+    parser.add_argument("--broker", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=1883)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--prompt", action="append", default=[], help="ID=TEXT, standing prompt")
+    parser.add_argument("--fast", action="store_true", help="do not wait 100 ms between chunks")
+    args = parser.parse_args()
+
+    prompts = [dict(zip(("id", "text"), p.split("=", 1), strict=True)) for p in args.prompt]
+    device = Device(args.broker, args.port, args.key)
+    stream = device.ask({"op": "open_stream", "stream": {"prompts": prompts}})["stream"]
+    sid = stream["sid"]
+    print(f"stream {sid}")
+    device.client.subscribe(f"transcription/{sid}/+", qos=1)
+    time.sleep(0.2)
+    with wave.open(args.wav, "rb") as audio:
+        if (audio.getframerate(), audio.getnchannels(), audio.getsampwidth()) != (16000, 1, 2):
+            raise SystemExit("this example sends 16 kHz mono 16-bit WAV only")
+        n = 0
+        while chunk := audio.readframes(1600):  # 100 ms
+            device.client.publish(f"{stream['audio_topic']}/{n}", chunk, qos=1)
+            n += 1
+            time.sleep(0 if args.fast else 0.1)  # real time, as a microphone would
+    device.client.publish(stream["control_topic"], json.dumps({"type": "end"}), qos=1)
+    deadline = time.monotonic() + 120
+    while not device.completed and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not device.completed:
+        raise SystemExit("the stream did not complete within 120 s")
+    transcript = device.ask({"op": "transcript", "sid": sid})["transcript"]
+    print(f"transcript ({len(transcript['segments'])} segments): {transcript['text']}")
+    device.client.loop_stop()
+
+
+if __name__ == "__main__":
+    main()
