@@ -33,7 +33,7 @@ against the first configuration's.
 
 The default run (4 conversations of 5 turns x 3 noise levels x 2 configurations)
 took 6 minutes on 2 shared cores; ``--quick`` (2 conversations x clean / 10 dB)
-about 2.5. The live side is real time: its length does not shrink on a faster
+about 2. The live side is real time: its length does not shrink on a faster
 machine. Latency is that of the machine it ran on: compare configurations
 within one run.
 """
