@@ -13,7 +13,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
                  stream_engines, max_streams, batch_finals, word_timestamps, device,
-                 compute_type, worker_kind
+                 compute_type, worker_kind, stream_context_chars
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
     .security    token_secret, hook_secret, redact, redact_tenants
@@ -192,6 +192,9 @@ class EngineSettings(BaseModel):
         "type: f16, q8_0, q5_0...)",
     )
 
+    stream_context_chars: int = Field(default=0, ge=0, le=1000, description=(
+        "decode a live final with at most this many characters of its stream's earlier finals "
+        "as the prompt (0: none; tiny.en lost words, time: bench_live_accuracy.py)"))  # fmt: skip
     worker_kind: Literal["all", "files", "streams"] = Field(
         default="all",
         description="what a worker process serves: uploaded files, live streams, or both "
@@ -464,8 +467,7 @@ def _flat_name(loc: tuple[int | str, ...]) -> str:
 
 
 def config_file() -> Path:
-    explicit = os.environ.get("VOXWIRE_CONFIG")
-    if explicit:
+    if explicit := os.environ.get("VOXWIRE_CONFIG"):
         return Path(explicit)
     return Path(platformdirs.user_config_dir("voxwire")) / "server.toml"
 

@@ -160,6 +160,7 @@ async def start_worker(
         beam_size=settings.engine.beam_size,
         threads=settings.engine.threads,
         word_timestamps=settings.engine.word_timestamps,
+        context_chars=settings.engine.stream_context_chars,
     )
     bus = await adapters.bus()
     tasks = []

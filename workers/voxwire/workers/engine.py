@@ -31,6 +31,11 @@ class EngineOptions:
     0 encodes the whole 30 s window. Smaller is faster on short clips."""
     word_timestamps: bool = True
     """Give each segment its words with their times and probabilities."""
+    context_chars: int = 0
+    """Live streams: the decode of a final (and of a likely final) is given at
+    most this many characters of the stream's earlier finals as its prompt,
+    after ``initial_prompt`` (0: none). Engines ignore it; the stream session
+    applies it (:meth:`~voxwire.workers.stream_pipeline.StreamSession.engine_options`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -61,7 +61,7 @@ from voxwire.core.matching import Prompt
 from voxwire.core.metrics import STREAM_FINALS, STREAM_PARTIALS
 from voxwire.core.standing_prompts import check_speakers
 from voxwire.wire.records import FIRST_WORKER_SEQ
-from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
+from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted, clean_text
 from voxwire.workers.pipeline import Emit
 from voxwire.workers.speakers.live import SpeakerState, StreamSpeakers
 from voxwire.workers.stream_config import StreamConfig as StreamConfig
@@ -303,6 +303,20 @@ class StreamSession:
         assert work is None or isinstance(work, FinalWork)
         return work
 
+    def engine_options(self, work: Work) -> EngineOptions:
+        """The engine options to decode ``work`` with: a final's and a likely
+        final's get the end of the stream's earlier finals (as delivered, a
+        resumed stream's included) as the decoder's prompt, at most
+        ``options.context_chars`` characters of it; partials get none."""
+        chars = self.options.context_chars
+        if chars <= 0 or not isinstance(work, FinalWork | LikelyFinalWork):
+            return self.options
+        context = prompt_context((f.text for f in self._builder.finals), chars)
+        if not context:
+            return self.options
+        prompt = " ".join(filter(None, (self.options.initial_prompt, context)))
+        return replace(self.options, initial_prompt=prompt)
+
     def needs_engine(self, work: Work) -> bool:
         """Whether ``work`` needs a transcript from the engine (not a final the
         likely final of its bounds already transcribed)."""
@@ -453,6 +467,17 @@ class StreamSession:
         return self._builder.stream_progress(
             status, stream_ms, speech=speech, lag_ms=self.lag_ms(), partials_skipped=skipped
         )
+
+
+def prompt_context(texts: Iterable[str], chars: int) -> str:
+    """The last ``chars`` characters at most of ``texts`` joined, from a word's
+    start, without markers (a redacted ``[CARD]``): a decoder's prompt."""
+    joined = clean_text(" ".join(texts))
+    if len(joined) <= chars:
+        return joined
+    tail = joined[-chars:]
+    cut = tail.find(" ") if not joined[-chars - 1].isspace() else -1
+    return tail[cut + 1 :].strip()
 
 
 def _ms(seconds: float) -> int:

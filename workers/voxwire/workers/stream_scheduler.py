@@ -219,18 +219,18 @@ class Scheduler:
             if isinstance(work, PartialWork):
                 abort = self._preempted or self._slots[slot].preempt.is_set
             try:
-                engine, options = self._slots[slot].engine, self._options(session, slot)
+                engine, options = self._slots[slot].engine, self._options(session, work, slot)
                 outcome = engine.transcribe(work.audio, options, abort=abort)
             except Exception as exc:
                 outcome = exc
             _count(work, outcome, self._now() - started)
         session.commit(work, outcome, started)
 
-    def _options(self, session: StreamSession, slot: int) -> EngineOptions:
-        """The session's engine options on ``slot``'s threads (whisper.cpp
-        takes its threads per call)."""
-        threads = self._slots[slot].threads
-        return replace(session.options, threads=threads) if threads else session.options
+    def _options(self, session: StreamSession, work: Work, slot: int) -> EngineOptions:
+        """The session's engine options for ``work`` on ``slot``'s threads
+        (whisper.cpp takes its threads per call)."""
+        threads, options = self._slots[slot].threads, session.engine_options(work)
+        return replace(options, threads=threads) if threads else options
 
     def run_pending(self, session: StreamSession, slot: int = 0) -> int:
         """Run the session's queued work in order, until the queue is empty
@@ -364,7 +364,7 @@ class Scheduler:
         """Transcribe ``first``'s final ``work`` and the waiting finals of
         sessions no engine serves (most urgent first) in one engine call,
         those with the first one's options."""
-        options = self._options(records[first].session, slot)
+        options = self._options(records[first].session, work, slot)
         with self._lock:
             busy = self._claimed | self._partial_sids() | self._settled
             others = sorted(
@@ -372,7 +372,7 @@ class Scheduler:
                 for sid, record in records.items()
                 if sid not in busy and (rank := record.session.next_rank()) is not None
                 and rank[0] == _FINAL_RANK
-                and self._options(record.session, slot) == options
+                and self._options(record.session, work, slot) == options
             )[: self._batch - 1]  # fmt: skip
             self._claimed.update(sid for _, _, sid in others)
         try:
