@@ -19,7 +19,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     .security    token_secret, hook_secret, redact, redact_tenants
     .servers     the distributed mode's: mqtt_url, mqtt_ca_file, ws_url,
                  mqtt_username, mqtt_password, kafka_bootstrap, postgres_dsn,
-                 redis_url, opensearch_url, emqx_api_url
+                 redis_url, opensearch_url, emqx_api_url, ingest_client_id
     .blobs       store (flat: blob_store), shared_dir, s3_*
 
 A TOML file may also hold a table per group (``[listen]``, ``[engine]``, ...).
@@ -296,9 +296,8 @@ class ServerSettings(BaseModel):
 
     model_config = _FROZEN
 
-    mqtt_url: str = Field(
-        default="mqtt://127.0.0.1:11883", description="mqtt:// or, with TLS, mqtts://"
-    )
+    mqtt_url: str = "mqtt://127.0.0.1:11883"
+    """mqtt:// or, with TLS, mqtts://"""
     mqtt_ca_file: Path | None = Field(
         default=None, description="CA certificate that signed the broker's (mqtts://)"
     )
@@ -312,6 +311,9 @@ class ServerSettings(BaseModel):
     emqx_api_url: SecretStr = SecretStr("")
     """broker=emqx: its REST API as http(s)://<API key>:<secret>@host:18083, to close a revoked
     key's connections at once (empty: EMQX refuses only new ones)."""
+    ingest_client_id: str = ""
+    """The bridge's persistent MQTT session: each bridge its own, kept across its restarts
+    (empty: ``voxwire-ingest-<namespace>-<host>``, which fits one bridge per host)."""
 
 
 class BlobSettings(BaseModel):

@@ -181,7 +181,8 @@ async def attach_external(
         relay_client_id=instance_name("relay"),
         relay_session_expiry_s=60,
         relay_max_inflight=1000,
-        ingest_client_id=f"voxwire-ingest-{ns + '-' if ns else ''}{socket.gethostname()}",
+        ingest_client_id=settings.servers.ingest_client_id
+        or f"voxwire-ingest-{ns + '-' if ns else ''}{socket.gethostname()}",
         share_group=f"{SHARE_GROUP}-{ns}" if ns else SHARE_GROUP,
         bound={},
     )
