@@ -1,10 +1,13 @@
-"""A live stream whose worker is killed (SIGKILL) mid-stream: the other worker
-takes the session over from the Kafka audio log and its checkpoint, and the
-client sees every final once, with seq unbroken."""
+"""A live stream whose worker is killed (SIGKILL) or stopped (SIGTERM, as
+Kubernetes does) mid-stream: the other worker takes the session over from the
+Kafka audio log and its checkpoint, and the client sees every final once, with
+seq unbroken. A stopped worker leaves its group at once and exits 0."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -19,8 +22,9 @@ from voxwire_client.messages import Message, SegmentMessage
 pytestmark = pytest.mark.timeout(600)
 
 
-def test_a_killed_stream_worker_is_replaced_without_losing_or_repeating_finals(
-    cluster: DistributedPlatform,
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM"])
+def test_a_killed_or_stopped_stream_worker_is_replaced_without_losing_or_repeating_finals(
+    cluster: DistributedPlatform, stop: str
 ) -> None:
     pcm, _, refs = joined_utterances()
     for worker in ("worker-0", "worker-1"):  # both in the group: no rebalance mid-stream
@@ -44,7 +48,13 @@ def test_a_killed_stream_worker_is_replaced_without_losing_or_repeating_finals(
     sid = events[0].sid
     (owner,) = [w for w in ("worker-0", "worker-1") if f"stream {sid} opened" in cluster.log(w)]
     assert f"stream {sid} moved" not in cluster.log(owner)
-    cluster.kill(owner)
+    if stop == "SIGKILL":
+        cluster.kill(owner)
+    else:
+        process = cluster.processes[owner]
+        os.killpg(process.pid, signal.SIGTERM)
+        assert process.wait(60) == 0, cluster.log(owner)
+        assert "Traceback" not in cluster.log(owner, tail=None), cluster.log(owner)
     other = "worker-1" if owner == "worker-0" else "worker-0"
     streaming.join(300)
     assert outcome and isinstance(outcome[0], Transcript), ("the stream did not complete", outcome)

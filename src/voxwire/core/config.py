@@ -185,13 +185,9 @@ class EngineSettings(BaseModel):
         description="auto (a CUDA device when the engine can use one, else the CPU), cpu, "
         "cuda or cuda:N; the choice is logged at start-up and shown in /healthz",
     )
-    compute_type: str = Field(
-        default="default",
-        description="faster-whisper: CTranslate2's compute type (default: int8 on the CPU, "
-        "float16 on CUDA); whisper.cpp computes in its model file's type (default, or that "
-        "type: f16, q8_0, q5_0...)",
-    )
-
+    compute_type: str = "default"
+    """faster-whisper: CTranslate2's compute type (default: int8 on the CPU, float16 on
+    CUDA); whisper.cpp computes in its model file's type (default, or f16, q8_0, q5_0...)"""
     stream_context_chars: int = Field(default=0, ge=0, le=1000, description=(
         "decode a live final with at most this many characters of its stream's earlier finals "
         "as the prompt (0: none; tiny.en lost words, time: bench_live_accuracy.py)"))  # fmt: skip
