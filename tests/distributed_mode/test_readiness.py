@@ -98,7 +98,10 @@ def test_a_gateway_without_kafka_is_alive_and_not_ready_naming_kafka(
         "gateway-nokafka", http_port=str(port), kafka_bootstrap=f"127.0.0.1:{closed_port()}"
     )
     try:
+        deadline = time.monotonic() + 120
         body = readyz(probe_url(port), until=503)
+        while not body["checks"]["roles"]["ok"] and time.monotonic() < deadline:
+            body = readyz(probe_url(port), until=503)  # still starting its roles
         assert httpx.get(f"{probe_url(port)}{HEALTH_PATH}", timeout=10).status_code == 200
     finally:
         cluster.platform.stop_process("gateway-nokafka")

@@ -183,7 +183,8 @@ def test_the_broker_forgets_the_mqtt_session_of_a_finished_job(platform: Platfor
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
         result = client.transcribe(EVAL_DIR / "audio" / "whisper_jfk.flac")
     client_id = stable_client_id(platform.api_key, result.sid)
-    if isinstance(platform, PlatformThread):
-        time.sleep(2.5)  # amqtt removes disconnected clean sessions once a second
+    # the broker handles the SDK's DISCONNECT in its own time (amqtt removes
+    # disconnected clean sessions once a second; a loaded Mosquitto may lag)
+    time.sleep(2.5)
     assert not _session_present(platform, client_id, expiry_s=60)
     assert _session_present(platform, client_id, expiry_s=0), "the probe's own session is seen"
