@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -20,6 +21,7 @@ import pytest
 
 from tests.helpers import free_port
 from voxwire.core.config import Settings
+from voxwire.core.readiness import READY_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ROOT / "scripts" / "services.sh"
@@ -45,6 +47,23 @@ def services_env() -> dict[str, str]:
         if sep and name.startswith("VOXWIRE_"):
             env[name] = value
     return env
+
+
+def readyz(url: str, *, until: int, timeout: float = 120) -> dict[str, Any]:
+    """``/readyz`` once it answers ``until`` (polled while the process starts)."""
+    deadline = time.monotonic() + timeout
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        try:
+            answer = httpx.get(f"{url}{READY_PATH}", timeout=10)
+        except httpx.TransportError:
+            time.sleep(0.3)
+            continue
+        last = {"http": answer.status_code, **answer.json()}
+        if answer.status_code == until:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"{url}{READY_PATH} never answered {until}: {last}")
 
 
 class DistributedPlatform:

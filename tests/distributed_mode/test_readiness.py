@@ -7,35 +7,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.distributed import DistributedPlatform, free_port
-from voxwire.core.readiness import HEALTH_PATH, READY_PATH
+from tests.distributed import DistributedPlatform, free_port, readyz
+from voxwire.core.readiness import HEALTH_PATH
 
 
 def closed_port() -> int:
     """A port nothing listens on (bound, then released)."""
     return free_port()
-
-
-def readyz(url: str, *, until: int, timeout: float = 120) -> dict[str, Any]:
-    """``/readyz`` once it answers ``until`` (polled while the process starts)."""
-    deadline = time.monotonic() + timeout
-    last: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        try:
-            answer = httpx.get(f"{url}{READY_PATH}", timeout=10)
-        except httpx.TransportError:
-            time.sleep(0.3)
-            continue
-        last = {"http": answer.status_code, **answer.json()}
-        if answer.status_code == until:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"{url}{READY_PATH} never answered {until}: {last}")
 
 
 class Cluster:

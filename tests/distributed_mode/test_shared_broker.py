@@ -10,13 +10,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.distributed import DistributedPlatform
+from tests.distributed import DistributedPlatform, readyz
 from tests.helpers import Listener, free_port
 from voxwire.access.keys import key_id_of
-from voxwire.core.readiness import READY_PATH
 from voxwire.platform import build
 from voxwire_client.api import QueryResult, SearchQuery
 from voxwire_client.topics import query_request_topic, query_result_topic
@@ -41,23 +39,11 @@ def two(tmp_path: Path) -> Iterator[tuple[DistributedPlatform, DistributedPlatfo
         other.api_key = other.new_tenant_key("default")
         probes = free_port()
         other.spawn("bridge", metrics_port=str(probes))
-        _until_ready(f"http://127.0.0.1:{probes}")
+        readyz(f"http://127.0.0.1:{probes}", until=200)
         yield ours, other
     finally:
         other.stop()
         ours.stop()
-
-
-def _until_ready(url: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}{READY_PATH}", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{url} never ready")
 
 
 def _answers(platform: DistributedPlatform, key: str, qid: str) -> list[QueryResult]:
