@@ -97,9 +97,9 @@ class Rendered:
         return found[0]
 
     def pod_specs(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """(object name, pod spec) of every Deployment and Job."""
+        """(object name, pod spec) of every Deployment, StatefulSet and Job."""
         for o in self.objects:
-            if o["kind"] in ("Deployment", "Job"):
+            if o["kind"] in ("Deployment", "StatefulSet", "Job"):
                 yield o["metadata"]["name"], o["spec"]["template"]["spec"]
 
     def containers(self) -> Iterator[tuple[str, dict[str, Any]]]:

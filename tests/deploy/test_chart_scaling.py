@@ -77,7 +77,8 @@ def test_the_chart_refuses_what_cannot_work(
 def test_every_deployment_has_a_disruption_budget_and_network_policies_apply() -> None:
     rendered = render("default")
     budgets = {b["metadata"]["name"] for b in rendered.of("PodDisruptionBudget")}
-    assert {d["metadata"]["name"] for d in rendered.of("Deployment")} == budgets
+    sets = rendered.of("Deployment") + rendered.of("StatefulSet")
+    assert {d["metadata"]["name"] for d in sets} == budgets
     policies = {p["metadata"]["name"].rsplit("-", 1)[1] for p in rendered.of("NetworkPolicy")}
     assert policies == {"default", "gateway"}
     minimal = render("minimal")
@@ -118,3 +119,24 @@ def test_the_kafka_topics_are_created_before_anything_starts() -> None:
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["kafka", "init"]
     assert template("minimal").returncode == 0
+
+
+def test_each_bridge_keeps_its_name_and_so_its_mqtt_session() -> None:
+    # the ingest session is named after the host: a replacement pod must come back
+    # under the same name to get the client audio the broker queued for it
+    rendered = render("default")
+    bridge = rendered.one("StatefulSet", "-bridge")
+    assert not [d for d in rendered.of("Deployment") if d["metadata"]["name"].endswith("-bridge")]
+    service = rendered.one("Service", "-bridge")
+    assert bridge["spec"]["serviceName"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert (
+        service["spec"]["selector"].items()
+        <= bridge["spec"]["template"]["metadata"]["labels"].items()
+    )
+    environment = [
+        e["name"]
+        for c in bridge["spec"]["template"]["spec"]["containers"]
+        for e in c.get("env", [])
+    ]
+    assert "VOXWIRE_INGEST_CLIENT_ID" not in environment  # the default: named after the pod
