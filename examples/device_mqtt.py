@@ -17,9 +17,24 @@ Only paho-mqtt and the standard library, as firmware authors would write it:
    on ``audio/<sid>/chunk/<n>``, n = 0, 1, ...; then ``{"type": "end"}`` on
    ``audio/<sid>/control``, and wait for the "completed" progress message.
 4. Ask ``{"op": "transcript", "sid": ...}`` the same way, and print it.
+
+With ``--upload`` it sends a recorded file instead (any format the platform
+decodes), in parts, resumably:
+
+    python examples/device_mqtt.py meeting.m4a --upload --key "$VOXWIRE_API_KEY"
+
+1. The upload id is made from the file's SHA-256, so a device that lost its
+   connection and starts again continues the same upload.
+2. Ask ``{"op": "upload_status", "upload": ...}``: the parts already held.
+3. Publish the others, 64 KiB each, on ``query/<key id>/<upload id>/part/<n>``.
+4. Ask ``{"op": "finish_upload", "upload": ..., "parts": N, "sha256": ...}``
+   (with the fields of ``POST /v1/uploads``): the answer names the session.
+   Parts still on their way are named as missing: ask again a moment later.
+5. Follow ``transcription/<sid>/+`` to "completed" and read the transcript.
 """
 
 import argparse
+import hashlib
 import json
 import queue
 import secrets
@@ -55,8 +70,9 @@ class Device:
         elif body["type"] == "error":
             print(f"error: {body['code']}: {body['message']}", file=sys.stderr)
 
-    def ask(self, request: dict, timeout: float = 30) -> dict:
-        """Publish a request on this key's query topics; return its answer."""
+    def ask(self, request: dict, timeout: float = 30, errors: bool = False) -> dict:
+        """Publish a request on this key's query topics; return its answer (an
+        error ends the program, unless ``errors``)."""
         qid = secrets.token_hex(8)
         base = f"query/{self.key_id}/{qid}"
         self.client.subscribe(f"{base}/result", qos=1)
@@ -64,7 +80,7 @@ class Device:
         self.client.publish(f"{base}/request", json.dumps(request), qos=1)
         answer = self.answers.get(timeout=timeout)
         self.client.unsubscribe(f"{base}/result")
-        if answer.get("error"):
+        if answer.get("error") and not errors:
             raise SystemExit(f"{answer['error']['code']}: {answer['error']['message']}")
         return answer
 
@@ -77,10 +93,17 @@ def main() -> None:
     parser.add_argument("--key", required=True)
     parser.add_argument("--prompt", action="append", default=[], help="ID=TEXT, standing prompt")
     parser.add_argument("--fast", action="store_true", help="do not wait 100 ms between chunks")
+    parser.add_argument("--upload", action="store_true", help="upload the file in parts")
+    parser.add_argument("--stop-after", type=int, help="with --upload: stop after N parts")
     args = parser.parse_args()
 
     prompts = [dict(zip(("id", "text"), p.split("=", 1), strict=True)) for p in args.prompt]
     device = Device(args.broker, args.port, args.key)
+    if args.upload:
+        sid = upload(device, args.wav, prompts, args.stop_after)
+        device.client.subscribe(f"transcription/{sid}/+", qos=1)
+        follow(device, sid)
+        return
     stream = device.ask({"op": "open_stream", "stream": {"prompts": prompts}})["stream"]
     sid = stream["sid"]
     print(f"stream {sid}")
@@ -95,14 +118,52 @@ def main() -> None:
             n += 1
             time.sleep(0 if args.fast else 0.1)  # real time, as a microphone would
     device.client.publish(stream["control_topic"], json.dumps({"type": "end"}), qos=1)
+    follow(device, sid)
+
+
+def follow(device: Device, sid: str) -> None:
+    """Wait for the session to complete; print its transcript."""
     deadline = time.monotonic() + 120
     while not device.completed and time.monotonic() < deadline:
         time.sleep(0.1)
     if not device.completed:
-        raise SystemExit("the stream did not complete within 120 s")
+        raise SystemExit("the session did not complete within 120 s")
     transcript = device.ask({"op": "transcript", "sid": sid})["transcript"]
     print(f"transcript ({len(transcript['segments'])} segments): {transcript['text']}")
     device.client.loop_stop()
+
+
+def upload(device: Device, path: str, prompts: list, stop_after: int | None) -> str:
+    """Upload the file at ``path`` in parts, going on from the parts already
+    held; return the session's sid."""
+    with open(path, "rb") as file:
+        data = file.read()
+    digest = hashlib.sha256(data).hexdigest()
+    upload_id = "f" + digest[:24]
+    size = 64 * 1024
+    parts = [data[i : i + size] for i in range(0, len(data), size)]
+    finish = {"op": "finish_upload", "upload": upload_id, "parts": len(parts), "sha256": digest}
+    finish |= {"filename": path.rsplit("/", 1)[-1], "prompts": prompts}
+    sent = 0
+    for _ in range(10):
+        held = set(device.ask({"op": "upload_status", "upload": upload_id})["upload"]["parts"])
+        missing = [n for n in range(len(parts)) if n not in held]
+        print(f"upload {upload_id}: {len(held)} of {len(parts)} parts held, sending {len(missing)}")
+        for n in missing:
+            if stop_after is not None and sent >= stop_after:
+                device.client.disconnect()
+                raise SystemExit(f"stopped after {sent} parts, as asked")
+            topic = f"query/{device.key_id}/{upload_id}/part/{n}"
+            device.client.publish(topic, parts[n], qos=1).wait_for_publish(30)
+            sent += 1
+        answer = device.ask(finish, errors=True)
+        if "session" in answer:
+            print(f"session {answer['session']['sid']}")
+            return answer["session"]["sid"]
+        if "have not arrived" not in answer["error"]["message"]:
+            raise SystemExit(f"{answer['error']['code']}: {answer['error']['message']}")
+        time.sleep(1)  # parts still on their way
+    raise SystemExit("the upload could not be finished")
 
 
 if __name__ == "__main__":

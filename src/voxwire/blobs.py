@@ -45,6 +45,14 @@ class BlobStore(Protocol):
         """The key of the first blob of ``sid`` whose name starts with ``prefix``."""
         ...
 
+    def names(self, sid: str, prefix: str) -> dict[str, int]:
+        """The blobs of ``sid`` whose names start with ``prefix``: name -> size."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove a blob; nothing happens when there is none."""
+        ...
+
 
 class LocalBlobStore:
     def __init__(self, root: Path) -> None:
@@ -72,13 +80,20 @@ class LocalBlobStore:
             raise NotFoundError(f"no blob {key}") from None
 
     def find(self, sid: str, prefix: str) -> str | None:
+        return next((f"{sid}/{name}" for name in self.names(sid, prefix)), None)
+
+    def names(self, sid: str, prefix: str) -> dict[str, int]:
         folder = self.root / validate_sid(sid)
         if not folder.is_dir():
-            return None
-        for child in sorted(folder.iterdir()):
-            if child.name.startswith(prefix) and not child.name.endswith(".part"):
-                return f"{sid}/{child.name}"
-        return None
+            return {}
+        return {
+            child.name: child.stat().st_size
+            for child in sorted(folder.iterdir())
+            if child.name.startswith(prefix) and not child.name.endswith(".part")
+        }
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
 
 
 class S3BlobStore:
@@ -129,10 +144,27 @@ class S3BlobStore:
         return body
 
     def find(self, sid: str, prefix: str) -> str | None:
+        return next((f"{sid}/{name}" for name in self.names(sid, prefix)), None)
+
+    def names(self, sid: str, prefix: str) -> dict[str, int]:
         folder = self._object(blob_key(sid, "x"))[:-1]
-        listing = self._s3.list_objects_v2(Bucket=self._bucket, Prefix=folder + prefix)
-        names = sorted(item["Key"][len(folder) :] for item in listing.get("Contents", []))
-        return f"{sid}/{names[0]}" if names else None
+        found: dict[str, int] = {}
+        try:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self._bucket, Prefix=folder + prefix
+            )
+            for page in pages:
+                for item in page.get("Contents", []):
+                    found[item["Key"][len(folder) :]] = int(item["Size"])
+        except Exception as exc:
+            raise BlobError(f"cannot list {sid} in bucket {self._bucket}: {exc}") from exc
+        return dict(sorted(found.items()))
+
+    def delete(self, key: str) -> None:
+        try:
+            self._s3.delete_object(Bucket=self._bucket, Key=self._object(key))
+        except Exception as exc:
+            raise BlobError(f"cannot delete {key} from bucket {self._bucket}: {exc}") from exc
 
 
 def open_blob_store(settings: Settings) -> BlobStore:

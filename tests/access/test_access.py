@@ -44,7 +44,16 @@ async def test_a_key_reaches_only_its_own_query_topics() -> None:
     assert await authz.allow(keyed, "query/0a1b2c3d/q1/result", "subscribe")
     assert await authz.allow(keyed, "query/0a1b2c3d/+/result", "subscribe")
     assert await authz.allow(keyed, "query/0a1b2c3d/q1/result", "receive")
+    assert await authz.allow(keyed, "query/0a1b2c3d/rec1/part/0", "publish")  # an upload's part
+    assert await authz.allow(keyed, "query/0a1b2c3d/rec1/part/9999", "publish")
     for topic, action in (
+        ("query/ffffffff/rec1/part/0", "publish"),  # another key's upload
+        ("query/0a1b2c3d/rec1/part/10000", "publish"),
+        ("query/0a1b2c3d/rec1/part/-1", "publish"),
+        ("query/0a1b2c3d/rec1/part/+", "publish"),
+        ("query/0a1b2c3d/rec1/part/0", "subscribe"),
+        ("query/0a1b2c3d/rec1/part/0", "receive"),
+        ("query/0a1b2c3d/../part/0", "publish"),
         ("query/0a1b2c3d/q1/result", "publish"),  # answers come from voxwire only
         ("query/0a1b2c3d/q1/request", "subscribe"),
         ("query/0a1b2c3d/#", "subscribe"),

@@ -43,6 +43,19 @@ def test_put_get_find(store: BlobStore) -> None:
     assert store.find("s_2", "original.") is None
 
 
+def test_names_list_what_a_session_holds_and_delete_removes_it(store: BlobStore) -> None:
+    for n, size in ((2, 5), (0, 3), (1, 4)):
+        store.put(store.key("s_1", f"part_{n:05d}"), b"x" * size)
+    store.put(store.key("s_1", "original.wav"), b"RIFF")
+    store.put(store.key("s_2", "part_00000"), b"y")
+    assert store.names("s_1", "part_") == {"part_00000": 3, "part_00001": 4, "part_00002": 5}
+    store.delete(store.key("s_1", "part_00001"))
+    store.delete(store.key("s_1", "part_00001"))  # gone already: nothing happens
+    assert list(store.names("s_1", "part_")) == ["part_00000", "part_00002"]
+    assert store.names("s_3", "") == {}
+    assert store.get(store.key("s_2", "part_00000")) == b"y"
+
+
 def test_missing_blob_is_not_found(store: BlobStore) -> None:
     with pytest.raises(NotFoundError):
         store.get(store.key("s_1", "nothing.pcm"))

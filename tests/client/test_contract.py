@@ -28,4 +28,5 @@ def test_asyncapi_names_every_session_topic() -> None:
         "audio/{sid}/control",
         "query/{keyId}/{qid}/request",
         "query/{keyId}/{qid}/result",
+        "query/{keyId}/{upload}/part/{n}",
     }

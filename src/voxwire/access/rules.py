@@ -32,6 +32,7 @@ from voxwire_client.topics import (
     audio_chunk_prefix,
     audio_control_topic,
     parse_audio_topic,
+    parse_query_topic,
     session_filter,
     validate_sid,
 )
@@ -119,8 +120,9 @@ class SessionAuthorizer:
     async def allow(self, principal: Principal, topic: str, action: Action) -> bool:
         """Publish: audio for an own session (``audio/<sid>/chunk/<n>``, ``.../control``).
         Subscribe/receive: an own session's result topics, or ``transcription/<sid>/+``.
-        Queries: a key publishes ``query/<its id>/<qid>/request`` and subscribes to
-        ``query/<its id>/<qid>/result`` (or ``query/<its id>/+/result``)."""
+        Queries: a key publishes ``query/<its id>/<qid>/request`` and the parts of
+        files it uploads over MQTT, ``query/<its id>/<upload id>/part/<n>``, and
+        subscribes to ``query/<its id>/<qid>/result`` (or ``query/<its id>/+/result``)."""
         decision = topic_rule(principal, topic, action, self._now())
         if isinstance(decision, bool):
             return decision
@@ -167,6 +169,11 @@ def topic_rule(principal: Principal, topic: str, action: Action, now: float) -> 
 
 def _own_query(principal: Principal, topic: str, action: Action) -> bool:
     parts = topic.split("/")
+    if len(parts) == 5 and action == "publish":  # a part of a file uploaded over MQTT
+        try:
+            return parse_query_topic(topic).key_id == principal.key_id
+        except ValueError:
+            return False
     if len(parts) != 4 or principal.key_id is None or parts[1] != principal.key_id:
         return False
     if action == "publish":

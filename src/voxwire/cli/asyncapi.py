@@ -45,6 +45,8 @@ HTTP_BODIES: dict[str, type[BaseModel]] = {
     "QueryResult": api.QueryResult,
     "OpenStream": api.OpenStream,
     "GetTranscript": api.GetTranscript,
+    "UploadStatus": api.UploadStatus,
+    "FinishUpload": api.FinishUpload,
 }
 
 _TOPIC_MESSAGES = {
@@ -105,14 +107,30 @@ def _query_channel(
 
 _AUDIO_CHANNELS["queryRequest"] = _query_channel(
     "request",
-    ("SearchQuery", "OpenStream", "GetTranscript"),
+    ("SearchQuery", "OpenStream", "GetTranscript", "UploadStatus", "FinishUpload"),
     False,
     "A request of the key's tenant, over MQTT alone: search its transcripts (a SearchQuery, "
     'the body of POST /v1/search), open a live stream ({"op": "open_stream", "stream": '
-    'StreamRequest}: the same qid opens the same stream) or read a transcript ({"op": '
-    '"transcript", "sid": ...}). A key may use only its own query topics. MQTT 5: a '
+    'StreamRequest}: the same qid opens the same stream), read a transcript ({"op": '
+    '"transcript", "sid": ...}), or ask which parts of a file uploaded over MQTT are held '
+    '({"op": "upload_status"}) and transcribe it once all are ({"op": "finish_upload"}). '
+    "A key may use only its own query topics. MQTT 5: a "
     "response topic (one of the key's result topics) and correlation data are honoured.",
 )
+_AUDIO_CHANNELS["uploadPart"] = {
+    "address": "query/{keyId}/{upload}/part/{n}",
+    "description": "Part n (0, 1, ... at most 9999) of a recorded file uploaded over MQTT: "
+    "raw bytes, at most 256 KiB. The upload id is the device's choice; a part sent again "
+    "is kept once. A part that cannot be kept is answered with an error on "
+    "query/{keyId}/{upload}/result; then finish_upload.",
+    "parameters": {
+        "keyId": {"description": "the id of the uploading API key (vxk_<key id>_...)"},
+        "upload": {"description": "the upload's id: 1-64 of [A-Za-z0-9_-]"},
+        "n": {"description": "part number, 0, 1, 2, ..."},
+    },
+    "messages": {"UploadPart": {"$ref": "#/components/messages/UploadPart"}},
+    "bindings": {"mqtt": {"qos": 1, "retain": False}},
+}
 _AUDIO_CHANNELS["queryResult"] = _query_channel(
     "result",
     ("QueryResult",),
@@ -125,36 +143,50 @@ _AUDIO_OPERATIONS: dict[str, Any] = {
     "sendAudio": {"action": "send", "channel": {"$ref": "#/channels/audioChunk"}},
     "sendControl": {"action": "send", "channel": {"$ref": "#/channels/audioControl"}},
     "sendQuery": {"action": "send", "channel": {"$ref": "#/channels/queryRequest"}},
+    "sendUploadPart": {"action": "send", "channel": {"$ref": "#/channels/uploadPart"}},
     "receiveQueryResult": {"action": "receive", "channel": {"$ref": "#/channels/queryResult"}},
 }
-_AUDIO_MESSAGES: dict[str, Any] = {
-    name: {
-        "name": name,
-        "contentType": "application/json",
-        "payload": {"$ref": f"schemas/{name}.schema.json"},
+_AUDIO_MESSAGES: dict[str, Any] = (
+    {
+        name: {
+            "name": name,
+            "contentType": "application/json",
+            "payload": {"$ref": f"schemas/{name}.schema.json"},
+        }
+        for name in (
+            "SearchQuery",
+            "OpenStream",
+            "GetTranscript",
+            "UploadStatus",
+            "FinishUpload",
+            "QueryResult",
+        )
     }
-    for name in ("SearchQuery", "OpenStream", "GetTranscript", "QueryResult")
-} | {
-    "AudioChunk": {
-        "name": "AudioChunk",
-        "contentType": "application/octet-stream",
-        "payload": {"type": "string", "format": "binary"},
-    },
-    "StreamControl": {
-        "name": "StreamControl",
-        "contentType": "application/json",
-        "payload": {
-            "oneOf": [
-                {
-                    "type": "object",
-                    "properties": {"type": {"const": "end"}},
-                    "required": ["type"],
-                },
-                {"$ref": "schemas/PromptChange.schema.json"},
-            ]
+    | {
+        name: {
+            "name": name,
+            "contentType": "application/octet-stream",
+            "payload": {"type": "string", "format": "binary"},
+        }
+        for name in ("AudioChunk", "UploadPart")
+    }
+    | {
+        "StreamControl": {
+            "name": "StreamControl",
+            "contentType": "application/json",
+            "payload": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"type": {"const": "end"}},
+                        "required": ["type"],
+                    },
+                    {"$ref": "schemas/PromptChange.schema.json"},
+                ]
+            },
         },
-    },
-}
+    }
+)
 
 
 def schemas() -> dict[str, dict[str, Any]]:

@@ -44,7 +44,9 @@ from voxwire.core.readiness import Flag
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.brokers import ingest, publisher
+from voxwire.sessions.parts import PartUploads
 from voxwire.sessions.streams import StreamService
+from voxwire.sessions.uploads import UploadService
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
@@ -200,8 +202,11 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     adapters.on_close(lambda: asyncio.to_thread(publishing.close))
     relay = ResultRelay(bus, store, publishing, expiry_s=settings.limits.message_expiry_s)
     indexer = SegmentIndexer(bus, store, index)
-    streams = StreamService(store, bus, await adapters.access(), settings)
-    queries = QueryService(bus, store, index, publishing, streams, settings)
+    access = await adapters.access()
+    streams = StreamService(store, bus, access, settings)
+    blobs = adapters.blobs()
+    parts = PartUploads(blobs, UploadService(settings, store, bus, blobs, access), store)
+    queries = QueryService(bus, store, index, publishing, streams, parts, settings)
     intake = ingest(link, bus, settings)
     where = f"broker at {link.host}:{link.port}"
 

@@ -179,9 +179,17 @@ class UploadService:
                 hint="split the audio or raise max_upload_mb",
             )
 
-    async def accept(self, tenant: Tenant, upload: Upload) -> SessionRecord:
+    async def accept(
+        self, tenant: Tenant, upload: Upload, *, sid: str | None = None
+    ) -> SessionRecord:
         """Create the session and enqueue its job; AudioError when the audio is unusable
-        (the session then exists, failed, with an error message published on it)."""
+        (the session then exists, failed, with an error message published on it).
+        With ``sid`` (an upload finished again: at least once delivery) a session
+        of ``tenant`` that has it already is answered as is."""
+        if sid is not None:
+            existing = await self._store.get_session(sid)
+            if existing is not None and existing.tenant_id == tenant.id:
+                return existing
         self.check_size(len(upload.data))
         prompts = parse_prompts(upload.prompts)
         model = check_model(upload.model, self._settings)
@@ -195,6 +203,7 @@ class UploadService:
             tenant,
             prompts=prompts,
             filename=_display_name(upload.filename),
+            sid=sid,
         )
         try:
             decoded = await asyncio.to_thread(
