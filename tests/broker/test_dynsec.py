@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import free_port
 from voxwire.access.tokens import SessionToken
-from voxwire.broker.dynsec import CONTROL_TOPIC, DynsecAccess
+from voxwire.broker.dynsec import CONTROL_TOPIC, DynsecAccess, key_role_name
 from voxwire.core.errors import MqttError
 
 from .conftest import PahoClient, wait_until
@@ -124,6 +124,35 @@ async def test_a_key_becomes_a_client_that_follows_granted_sessions(
 
     await access.remove_key("k1")
     assert _client(dynsec_broker, "k1", "secret-1").connect().is_failure
+
+
+async def test_a_key_made_before_a_topic_was_added_gets_it_when_its_role_is_completed(
+    access: DynsecAccess, dynsec_broker: int
+) -> None:
+    own = key_role_name("k2")  # as an older version made it: searches only
+    access.command("createRole", rolename=own)
+    access.command(
+        "addRoleACL", rolename=own, acltype="publishClientSend", topic="query/k2/+/request",
+        allow=True, priority=0,
+    )  # fmt: skip
+    access.command("createClient", username="k2", password="secret-2", roles=[{"rolename": own}])
+    service = PahoClient(dynsec_broker, "svc2", "service", "service-pw", protocol=paho.MQTTv5)
+    device = _client(dynsec_broker, "k2", "secret-2")
+    try:
+        assert not service.connect().is_failure
+        assert not device.connect().is_failure
+        service.subscribe("query/+/+/part/+")
+        device.publish("query/k2/rec/part/0", b"refused")
+        assert service.next_message(timeout=0.5) is None
+
+        await access.complete_key_roles(["k2"])
+        await access.complete_key_roles(["k2"])  # what the role has is left as is
+        device.publish("query/k2/rec/part/0", b"part 0")
+        message = service.next_message()
+        assert message is not None and message.payload == b"part 0"
+    finally:
+        device.close()
+        service.close()
 
 
 async def test_expired_tokens_are_removed(access: DynsecAccess, dynsec_broker: int) -> None:

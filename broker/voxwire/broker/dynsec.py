@@ -31,6 +31,7 @@ import json
 import secrets
 import ssl
 import threading
+from collections.abc import Iterable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
@@ -152,21 +153,30 @@ class DynsecAccess:
     def _ensure_role(self, tenant_id: str) -> None:
         self.command("createRole", rolename=role_name(tenant_id))
 
+    def _key_role(self, key_id: str) -> str:
+        """The key's own role (its query topics), made or completed; its name."""
+        own = key_role_name(key_id)
+        self.command("createRole", rolename=own)
+        for acltype, topic in (
+            ("publishClientSend", f"query/{key_id}/+/request"),
+            ("publishClientSend", f"query/{key_id}/+/part/+"),
+            ("subscribePattern", f"query/{key_id}/+/result"),
+            ("publishClientReceive", f"query/{key_id}/+/result"),
+        ):
+            self.command(
+                "addRoleACL", rolename=own, acltype=acltype, topic=topic, allow=True, priority=0
+            )
+        return own
+
+    async def complete_key_roles(self, key_ids: Iterable[str]) -> None:
+        """Give the roles of keys made before a topic was added that topic (a
+        gateway does it when it starts; what a role has already is left as is)."""
+        await asyncio.to_thread(lambda: [self._key_role(key_id) for key_id in key_ids])
+
     async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None:
         def go() -> None:
             self._ensure_role(tenant_id)
-            own = key_role_name(key_id)  # the key's own search topics
-            self.command("createRole", rolename=own)
-            for acltype, topic in (
-                ("publishClientSend", f"query/{key_id}/+/request"),
-                ("publishClientSend", f"query/{key_id}/+/part/+"),
-                ("subscribePattern", f"query/{key_id}/+/result"),
-                ("publishClientReceive", f"query/{key_id}/+/result"),
-            ):
-                self.command(
-                    "addRoleACL", rolename=own, acltype=acltype, topic=topic, allow=True,
-                    priority=0,
-                )  # fmt: skip
+            own = self._key_role(key_id)
             self.command(
                 "createClient",
                 username=key_id,

@@ -249,6 +249,8 @@ async def start_gateway(
     index = await adapters.search()
     access = await adapters.access()
     if isinstance(access, DynsecAccess):
+        keys = [key.id for key in await store.list_api_keys() if key.revoked_at is None]
+        await access.complete_key_roles(keys)
         admin = access
         adapters.readiness.add_flag(
             "mqtt", lambda: None if admin.connected else "dynsec admin connection down"
