@@ -67,7 +67,11 @@ def test_two_of_each_role_lose_one_of_each_and_every_session_completes(
         wait_until(lambda: len(jobs.sids) == UPLOADS)
         cluster.kill("gateway")
         # a bridge while results flow: sessions unfinished, the stream mid-way
-        wait_until(lambda: stream.finals() >= 2)
+        try:
+            wait_until(lambda: stream.finals() >= 2)
+        except AssertionError:
+            cluster.findings.append(f"== no second final: {stream.story()}")
+            raise
         unfinished = UPLOADS - len(jobs.finished)
         relayed = _assigned(cluster, "bridge-1", "transcription.results")
         cluster.kill("bridge")
@@ -129,6 +133,18 @@ class _LiveStream:
             raise AssertionError("the stream failed") from self.outcome[0]
         return sum(1 for m in self.events if m.type == "final")
 
+    def story(self) -> str:
+        """What the stream's subscriber got, and what the processes logged of it."""
+        sid = self.events[0].sid if self.events else "?"
+        said = [
+            f"{name}: {line[:200]}"
+            for name in sorted(self.cluster.processes)
+            for line in self.cluster.log(name, tail=None).splitlines()
+            if sid in line
+        ]
+        kinds = [m.type for m in self.events]
+        return f"stream {sid}: got {kinds}, outcome {self.outcome}\n" + "\n".join(said)
+
     def _run(self) -> None:
         pcm, _, _ = joined_utterances()
         try:
@@ -142,15 +158,7 @@ class _LiveStream:
         """The stream's transcript, after checking what its subscriber got: seq
         unbroken, every utterance's final once, the transcript made of them."""
         if not self.outcome:
-            sid = self.events[0].sid if self.events else "?"
-            said = [
-                f"{name}: {line[:200]}"
-                for name in sorted(self.cluster.processes)
-                for line in self.cluster.log(name, tail=None).splitlines()
-                if sid in line
-            ]
-            kinds = [m.type for m in self.events]
-            raise AssertionError(f"stream {sid} did not complete; got {kinds}; " + "\n".join(said))
+            raise AssertionError(f"the stream did not complete: {self.story()}")
         transcript = self.outcome[0]
         assert isinstance(transcript, Transcript), transcript
         seqs = [m.seq for m in self.events]
