@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import secrets
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +24,7 @@ import pytest
 from tests.helpers import free_port
 from voxwire.core.config import Settings
 from voxwire.core.readiness import READY_PATH
+from voxwire_client import AsyncClient, Transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ROOT / "scripts" / "services.sh"
@@ -86,6 +89,8 @@ class DistributedPlatform:
         self.log_dir = tmp / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.own_settings: dict[str, dict[str, str]] = {}
+        """Each process's own settings (:meth:`spawn`), kept for :meth:`restart`."""
         self.worker_count = workers
         self.api_key = ""
         self.findings: list[str] = []
@@ -107,7 +112,13 @@ class DistributedPlatform:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.env['VOXWIRE_HTTP_PORT']}"
+        return self.gateway_url("gateway")
+
+    def gateway_url(self, name: str) -> str:
+        """The URL of gateway process ``name`` (another than the first is spawned
+        with its own ``http_port``)."""
+        port = self.own_settings.get(name, {}).get("http_port", self.env["VOXWIRE_HTTP_PORT"])
+        return f"http://127.0.0.1:{port}"
 
     @property
     def mqtt_url(self) -> str:
@@ -140,6 +151,7 @@ class DistributedPlatform:
         """Start process ``name`` (its role, then ``-anything``); ``settings`` are this
         process's own, over the platform's."""
         role = name.split("-")[0]
+        self.own_settings[name] = settings
         env = self.env | {f"VOXWIRE_{k.upper()}": v for k, v in settings.items()}
         log = (self.log_dir / f"{name}.log").open("ab")
         process = subprocess.Popen(
@@ -152,19 +164,21 @@ class DistributedPlatform:
         self.processes[name] = process
         return process
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 60, gateway: str = "gateway") -> None:
+        """Until ``gateway`` answers; fails at once if a process exited."""
+        url = self.gateway_url(gateway)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for name, process in self.processes.items():
                 if process.poll() is not None:
                     raise AssertionError(f"{name} exited:\n{self.log(name)}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
-        raise AssertionError(f"gateway not ready:\n{self.log('gateway')}")
+        raise AssertionError(f"{gateway} not ready:\n{self.log(gateway)}")
 
     def log(self, name: str, tail: int | None = 4000) -> str:
         """The process's log (its last ``tail`` characters; None: all of it)."""
@@ -199,8 +213,9 @@ class DistributedPlatform:
         process.wait(10)
 
     def restart(self, name: str) -> None:
+        settings = self.own_settings.get(name, {})
         self.stop_process(name)
-        self.spawn(name)
+        self.spawn(name, **settings)
 
     def stop_process(self, name: str) -> None:
         process = self.processes.pop(name)
@@ -245,3 +260,86 @@ class DistributedPlatform:
             return key.plaintext
 
         return asyncio.run(create())
+
+
+# -- what the fault tests check ---------------------------------------------------------
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.2)
+
+
+def jobs_done(platform: DistributedPlatform, name: str) -> int:
+    """The file jobs worker ``name`` finished (logged once the bus has their last message)."""
+    return len(re.findall(r"job \S+ done in", platform.log(name, tail=None)))
+
+
+def assert_complete(results: list[tuple[Transcript, dict[str, Any]]]) -> None:
+    """Each (transcript the SDK followed, transcript the server stored): segments
+    numbered once each from 0, the same in both, the session completed."""
+    for transcript, server in results:
+        indexes = [s.index for s in transcript.segments]
+        assert indexes == list(range(len(indexes))), f"{transcript.sid}: {indexes}"
+        assert len({s.id for s in transcript.segments}) == len(indexes)
+        assert [s.text for s in transcript.segments] == [s["text"] for s in server["segments"]]
+        assert transcript.text and server["status"] == "completed"
+
+
+class Jobs:
+    """``expected`` clients, each uploading one file and following its session
+    over ``url`` (the platform's first gateway unless given); what each has
+    reached is kept so that a run that does not finish says where each
+    unfinished session stopped."""
+
+    def __init__(self, platform: DistributedPlatform, expected: int, url: str = "") -> None:
+        self.platform = platform
+        self.expected = expected
+        self.url = url or platform.url
+        self.sids: list[str] = []
+        self.finished: set[str] = set()
+
+    async def one_client(
+        self, path: Path, upload_url: str = ""
+    ) -> tuple[Transcript, dict[str, Any]]:
+        """Upload ``path`` (over ``upload_url``, else the following client's
+        gateway); follow the session to its end; (its transcript, the stored one)."""
+        platform = self.platform
+        async with AsyncClient(self.url, platform.api_key, platform.mqtt_url) as client:
+            if upload_url:
+                async with AsyncClient(upload_url, platform.api_key, platform.mqtt_url) as up:
+                    created = await up.upload(path)
+            else:
+                created = await client.upload(path)
+            self.sids.append(created.sid)
+            result = await client.follow(created.sid)
+            self.finished.add(created.sid)
+            server = await client.transcript(result.sid)
+            return result, server.model_dump()
+
+    def story(self) -> str:
+        """Where the unfinished sessions stopped: their status and messages on the
+        server, and what the processes logged about them."""
+        unfinished = [sid for sid in self.sids if sid not in self.finished]
+        lines = [
+            f"{self.expected - len(self.sids)} uploads unanswered, "
+            f"{len(unfinished)} of {len(self.sids)} sessions unfinished"
+        ]
+        headers = {"Authorization": f"Bearer {self.platform.api_key}"}
+        for sid in unfinished[:4]:
+            try:
+                page = httpx.get(
+                    f"{self.url}/v1/sessions/{sid}/messages", headers=headers, timeout=10
+                ).json()
+                kinds = [m.get("type") for m in page.get("messages", [])]
+            except (httpx.HTTPError, ValueError) as exc:
+                kinds = [f"history unreadable: {exc}"]
+            lines.append(f"{sid}: stored messages {kinds}")
+            for name in sorted(self.platform.processes):
+                said = [
+                    line for line in self.platform.log(name, tail=None).splitlines() if sid in line
+                ]
+                lines += [f"  {name}: {line[:200]}" for line in said[-3:]]
+        return "\n".join(lines)

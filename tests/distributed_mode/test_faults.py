@@ -8,19 +8,23 @@ import asyncio
 import contextlib
 import itertools
 import json
-import re
 import subprocess
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.distributed import SERVICES, DistributedPlatform
+from tests.distributed import (
+    SERVICES,
+    DistributedPlatform,
+    Jobs,
+    assert_complete,
+    jobs_done,
+    wait_until,
+)
 from tests.helpers import EVAL_DIR, Listener, eval_with_text
-from voxwire_client import AsyncClient, Transcript
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -28,66 +32,20 @@ JOBS = 40
 FILES = [i.path for i in eval_with_text() if i.duration_s <= 7]
 
 
-class _Jobs:
-    """JOBS clients, each uploading one file and following its session; what
-    each has reached is kept so that a run that does not finish says where each
-    unfinished session stopped."""
-
-    def __init__(self, platform: DistributedPlatform) -> None:
-        self.platform = platform
-        self.sids: list[str] = []
-        self.finished: set[str] = set()
-
-    async def one_client(self, path: Path) -> tuple[Transcript, dict]:
-        platform = self.platform
-        async with AsyncClient(platform.url, platform.api_key, platform.mqtt_url) as client:
-            created = await client.upload(path)
-            self.sids.append(created.sid)
-            result = await client.follow(created.sid)
-            self.finished.add(created.sid)
-            server = await client.transcript(result.sid)
-            return result, server.model_dump()
-
-    def story(self) -> str:
-        """Where the unfinished sessions stopped: their status and messages on the
-        server, and what the processes logged about them."""
-        unfinished = [sid for sid in self.sids if sid not in self.finished]
-        lines = [
-            f"{JOBS - len(self.sids)} uploads unanswered, "
-            f"{len(unfinished)} of {len(self.sids)} sessions unfinished"
-        ]
-        headers = {"Authorization": f"Bearer {self.platform.api_key}"}
-        for sid in unfinished[:4]:
-            try:
-                page = httpx.get(
-                    f"{self.platform.url}/v1/sessions/{sid}/messages",
-                    headers=headers,
-                    timeout=10,
-                ).json()
-                kinds = [m.get("type") for m in page.get("messages", [])]
-            except (httpx.HTTPError, ValueError) as exc:
-                kinds = [f"history unreadable: {exc}"]
-            lines.append(f"{sid}: stored messages {kinds}")
-            for name in sorted(self.platform.processes):
-                said = [
-                    line for line in self.platform.log(name, tail=None).splitlines() if sid in line
-                ]
-                lines += [f"  {name}: {line[:200]}" for line in said[-3:]]
-        return "\n".join(lines)
-
-
 def _run_jobs(platform: DistributedPlatform, during: Callable[[], None] | None = None) -> list:
     """Submit JOBS files from JOBS clients at once; call ``during`` from a thread
     while they run; return (sdk transcript, server transcript) pairs."""
     paths = list(itertools.islice(itertools.cycle(FILES), JOBS))
-    jobs = _Jobs(platform)
+    jobs = Jobs(platform, JOBS)
 
     async def main() -> list:
         try:
-            return await asyncio.wait_for(asyncio.gather(*map(jobs.one_client, paths)), 480)
+            results = await asyncio.wait_for(asyncio.gather(*map(jobs.one_client, paths)), 480)
         except TimeoutError:
             platform.findings.append(f"== jobs did not finish in 480 s: {jobs.story()}")
             raise AssertionError(platform.findings[-1]) from None
+        assert len(results) == JOBS
+        return results
 
     worker = threading.Thread(target=during) if during else None
     if worker:
@@ -99,58 +57,37 @@ def _run_jobs(platform: DistributedPlatform, during: Callable[[], None] | None =
             worker.join()
 
 
-def _assert_complete(results: list) -> None:
-    assert len(results) == JOBS
-    for transcript, server in results:
-        indexes = [s.index for s in transcript.segments]
-        assert indexes == list(range(len(indexes))), f"{transcript.sid}: {indexes}"
-        assert len({s.id for s in transcript.segments}) == len(indexes)
-        assert [s.text for s in transcript.segments] == [s["text"] for s in server["segments"]]
-        assert transcript.text and server["status"] == "completed"
-
-
-def _jobs_done(platform: DistributedPlatform, name: str) -> int:
-    return len(re.findall(r"job \S+ done in", platform.log(name, tail=None)))
-
-
-def _wait_until(predicate: Callable[[], bool], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.2)
-
-
 def test_forty_jobs_from_forty_clients_on_two_workers(cluster: DistributedPlatform) -> None:
-    _assert_complete(_run_jobs(cluster))
+    assert_complete(_run_jobs(cluster))
 
     def per_worker() -> list[int]:
-        return [_jobs_done(cluster, "worker-0"), _jobs_done(cluster, "worker-1")]
+        return [jobs_done(cluster, "worker-0"), jobs_done(cluster, "worker-1")]
 
     # a worker logs "done" once the bus confirmed its last message, which can be
     # a moment after the client already has the transcript
     with contextlib.suppress(AssertionError):
-        _wait_until(lambda: sum(per_worker()) >= JOBS, 15)
+        wait_until(lambda: sum(per_worker()) >= JOBS, 15)
     done = per_worker()
     assert sum(done) >= JOBS and all(done), f"jobs per worker: {done}"
 
 
 def test_a_killed_worker_loses_nothing(cluster: DistributedPlatform) -> None:
     def kill_one() -> None:
-        _wait_until(lambda: _jobs_done(cluster, "worker-0") >= 3)
+        wait_until(lambda: jobs_done(cluster, "worker-0") >= 3)
         cluster.kill("worker-0")
 
-    _assert_complete(_run_jobs(cluster, kill_one))
-    assert _jobs_done(cluster, "worker-1") > 0
+    assert_complete(_run_jobs(cluster, kill_one))
+    assert jobs_done(cluster, "worker-1") > 0
 
 
 def test_bridge_and_mosquitto_restarts_lose_nothing(cluster: DistributedPlatform) -> None:
     def restarts() -> None:
-        _wait_until(lambda: _jobs_done(cluster, "worker-0") + _jobs_done(cluster, "worker-1") >= 8)
+        wait_until(lambda: jobs_done(cluster, "worker-0") + jobs_done(cluster, "worker-1") >= 8)
         cluster.restart("bridge")
-        _wait_until(lambda: _jobs_done(cluster, "worker-0") + _jobs_done(cluster, "worker-1") >= 20)
+        wait_until(lambda: jobs_done(cluster, "worker-0") + jobs_done(cluster, "worker-1") >= 20)
         subprocess.run([str(SERVICES), "restart", "mosquitto"], check=True, capture_output=True)
 
-    _assert_complete(_run_jobs(cluster, restarts))
+    assert_complete(_run_jobs(cluster, restarts))
 
 
 def test_kafka_outage_holds_client_messages(cluster: DistributedPlatform) -> None:
@@ -173,7 +110,7 @@ def test_kafka_outage_holds_client_messages(cluster: DistributedPlatform) -> Non
     assert device.connect() == 0
 
     def outage() -> None:
-        _wait_until(lambda: _jobs_done(cluster, "worker-0") + _jobs_done(cluster, "worker-1") >= 5)
+        wait_until(lambda: jobs_done(cluster, "worker-0") + jobs_done(cluster, "worker-1") >= 5)
         subprocess.run([str(SERVICES), "stop", "kafka"], check=True, capture_output=True)
         infos = [
             device.client.publish(f"audio/{sid}/chunk/{n}", json.dumps({"n": n}), qos=1)
@@ -184,7 +121,7 @@ def test_kafka_outage_holds_client_messages(cluster: DistributedPlatform) -> Non
         for info in infos:
             info.wait_for_publish(60)
 
-    _assert_complete(_run_jobs(cluster, outage))
+    assert_complete(_run_jobs(cluster, outage))
     device.close()
 
     async def read_audio() -> list[int]:

@@ -9,6 +9,7 @@ from tests.workers.test_stream_pipeline import CHUNK_MS, ScriptedVad, chunks, to
 from voxwire.core.errors import AudioError
 from voxwire.workers.endpointing import EndpointConfig
 from voxwire.workers.stream_intake import (
+    MAX_AHEAD,
     ChunkOrderError,
     FinalWork,
     LikelyFinalWork,
@@ -46,7 +47,7 @@ def test_chunk_rules() -> None:
     assert stream.push(0, parts[0], 0.1) == []
     assert stream.push(0, parts[0], 0.2) == []  # a redelivery
     with pytest.raises(ChunkOrderError):
-        stream.push(2, parts[2], 0.3)  # not consumed: chunk 1 is still expected
+        stream.push(-1, parts[2], 0.3)
     with pytest.raises(AudioError, match="2-byte"):
         stream.push(1, b"\x00" * 3, 0.4)  # consumed: its audio is dropped
     stream.push(2, parts[2], 0.5)
@@ -54,6 +55,65 @@ def test_chunk_rules() -> None:
     stream.fail()
     with pytest.raises(StreamClosedError, match="failed"):
         stream.push(3, parts[3], 0.6)
+
+
+def test_chunks_that_passed_each_other_are_taken_in_turn_and_the_end_waits_for_them() -> None:
+    """Two bridges: chunks 1 and 3 and the end come before 0 and 2."""
+    ordered, passed = intake([(1000, 3000, 0.95)]), intake([(1000, 3000, 0.95)])
+    parts = chunks(tone(5.0))
+    expected = [w for i, part in enumerate(parts) for w in ordered.push(i, part, 1.0)]
+    expected += ordered.end(1.0)
+    got = []
+    for index in [1, 3, *range(5, len(parts), 2)]:
+        got += passed.push(index, parts[index], 1.0)
+    assert passed.end(1.0) == [] and not passed.ended
+    assert passed.end_waiting_since == 1.0 and passed.missing == (0, 0)
+    assert passed.push(1, parts[1], 1.0) == []  # a redelivery of one that waits
+    for index in [0, 2, *range(4, len(parts), 2)]:
+        got += passed.push(index, parts[index], 1.0)
+    assert passed.ended and passed.end_waiting_since is None and passed.missing is None
+    assert [(type(w), getattr(w, "bounds", None)) for w in got] == [
+        (type(w), getattr(w, "bounds", None)) for w in expected
+    ]
+    assert passed.stream_ms == ordered.stream_ms == 5000
+
+
+def test_an_end_that_gives_up_drops_the_chunks_after_the_gap() -> None:
+    stream = intake([])
+    parts = chunks(np.zeros(16_000, dtype=np.float32))
+    stream.push(0, parts[0], 0.1)
+    stream.push(4, parts[4], 0.2)
+    stream.push(5, parts[5], 0.3)
+    assert stream.end(0.4) == [] and stream.missing == (1, 3)
+    stream.end(30.4, give_up=True)
+    assert stream.ended and stream.stream_ms == CHUNK_MS and stream.missing is None
+    with pytest.raises(StreamClosedError, match="ended"):
+        stream.push(1, parts[1], 30.5)
+
+
+def test_a_chunk_too_far_ahead_raises_and_is_not_consumed() -> None:
+    stream = intake([])
+    part = chunks(np.zeros(1600, dtype=np.float32))[0]
+    for index in range(1, MAX_AHEAD + 1):
+        stream.push(index, part, 0.1)
+    with pytest.raises(ChunkOrderError, match="expects chunk 0"):
+        stream.push(MAX_AHEAD + 1, part, 0.2)
+    stream.push(0, part, 0.3)
+    assert stream.next_chunk == MAX_AHEAD + 1
+    stream.push(MAX_AHEAD + 1, part, 0.4)
+    assert stream.stream_ms == (MAX_AHEAD + 2) * CHUNK_MS
+
+
+def test_a_refused_chunk_that_waited_is_reported_after_the_others_are_taken() -> None:
+    stream = intake([])
+    parts = chunks(np.zeros(16_000, dtype=np.float32))
+    stream.push(1, b"\x00" * 3, 0.1)
+    stream.push(2, parts[2], 0.2)
+    stream.push(0, parts[0], 0.3)
+    assert stream.next_chunk == 3 and stream.stream_ms == 2 * CHUNK_MS
+    error = stream.take_decode_error()
+    assert isinstance(error, AudioError) and "2-byte" in str(error) and error.sid == "s1"
+    assert stream.take_decode_error() is None
 
 
 def test_a_resumed_intake_skips_what_is_settled() -> None:

@@ -30,7 +30,7 @@ from voxwire.workers.engine import (
     TranscriptionAborted,
 )
 from voxwire.workers.engines import create_engine
-from voxwire.workers.stream_intake import ChunkOrderError, StreamClosedError
+from voxwire.workers.stream_intake import MAX_AHEAD, ChunkOrderError, StreamClosedError
 from voxwire.workers.stream_pipeline import Resume, StreamConfig, StreamSession
 from voxwire.workers.stream_scheduler import Scheduler
 from voxwire.workers.transcript import HALLUCINATION_MAX_VAD, is_hallucination
@@ -341,13 +341,26 @@ def test_duplicate_chunks_are_ignored() -> None:
     assert len(of_type(out, "final")) == 1
 
 
-def test_a_chunk_out_of_order_raises_and_the_session_goes_on() -> None:
+def test_a_chunk_out_of_order_waits_for_its_turn() -> None:
+    out: list[Message] = []
+    session = make_session(ScriptedEngine(), ScriptedVad(SPEECH), Clock(), out)
+    parts = chunks(tone(6.0))
+    for index in [0, 2, 1, *range(3, len(parts))]:
+        session.push(index, parts[index], index / 10)
+    session.end(6.0)
+    session.finish()
+    assert not [m for m in out if isinstance(m, ErrorMessage)]
+    assert session.stream_ms == 6000
+    assert len(of_type(out, "final")) == 1
+
+
+def test_a_chunk_too_far_ahead_raises_and_the_session_goes_on() -> None:
     out: list[Message] = []
     session = make_session(ScriptedEngine(), ScriptedVad(SPEECH), Clock(), out)
     parts = chunks(tone(6.0))
     session.push(0, parts[0], 0.1)
     with pytest.raises(ChunkOrderError, match="expects chunk 1") as caught:
-        session.push(2, parts[2], 0.2)
+        session.push(2 + MAX_AHEAD, parts[2], 0.2)
     assert caught.value.code == "chunk_order" and caught.value.sid == "s1"
     assert isinstance(caught.value, AudioError)
     session.error(caught.value)

@@ -16,7 +16,7 @@ unless the drawing names another one::
     │   ├── AudioTooLongError
     │   ├── InvalidChunkError    a bad stream chunk (voxwire.workers.stream_worker)
     │   ├── BadFrameError        a live chunk that did not decode (voxwire.core.codecs)
-    │   ├── ChunkOrderError      a chunk ahead of its turn (voxwire.workers.stream_intake)
+    │   ├── ChunkOrderError      a chunk too far ahead or missing (voxwire.workers.stream_intake)
     │   └── StreamClosedError    audio after the stream ended (voxwire.workers.stream_intake)
     ├── TooManyStreamsError      a worker is full (voxwire.workers.stream_worker)
     ├── EngineError              transcription failed inside an engine

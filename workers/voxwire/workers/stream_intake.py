@@ -15,8 +15,14 @@ work items, each holding a copy of its audio and its times:
 - ``Dropped`` -> nothing.
 
 Chunks. ``chunk_seq`` counts from 0. A chunk already seen is ignored (a QoS 1
-redelivery); one that skips ahead raises :class:`ChunkOrderError` and is not
-consumed, so the intake accepts the expected chunk next. Chunks are decoded by
+redelivery). One that skips ahead waits (if at most :data:`MAX_AHEAD` chunks ahead) and is
+taken once the chunks before it came: with several bridges a stream's chunks
+reach the bus by different ways and may pass each other (a killed bridge's
+share of them comes only once it is back). An end that arrives while chunks
+wait is held too, and comes once they are taken; :meth:`StreamIntake.end` with
+``give_up`` ends without them (their gap reported as a :class:`ChunkOrderError`
+by the caller). A chunk further ahead raises :class:`ChunkOrderError` and is
+not consumed. Chunks are decoded by
 the stream's :class:`~voxwire.core.codecs.ChunkDecoder` (PCM16 by default). A
 chunk the decoder refuses (PCM with an odd byte count) raises
 :class:`~voxwire.core.errors.AudioError` and *is* consumed (its audio dropped:
@@ -58,8 +64,12 @@ from voxwire.workers.vad import FRAME_SAMPLES, Vad
 SAMPLES_PER_MS = SAMPLE_RATE // 1000
 
 
+MAX_AHEAD = 600
+"""How far ahead of its turn a chunk may come and wait (a minute of 100 ms chunks)."""
+
+
 class ChunkOrderError(AudioError):
-    """A chunk arrived ahead of its turn (a gap in ``chunk_seq``)."""
+    """A chunk arrived too far ahead of its turn, or never came (a gap in ``chunk_seq``)."""
 
     code = "chunk_order"
 
@@ -136,6 +146,17 @@ class _Arrival:
 IntakeWork = PartialWork | FinalWork | ProgressWork
 
 
+@dataclass
+class _Waiting:
+    """Chunks that came ahead of their turn, and an end that came before them."""
+
+    chunks: dict[int, tuple[bytes, float]] = field(default_factory=dict)
+    """Chunk number -> (its bytes, when it arrived)."""
+    end_at: float | None = None
+    refused: AudioError | None = None
+    """The error of a waiting chunk refused when its turn came."""
+
+
 class StreamIntake:
     """Framing, VAD and endpointing of one stream; see the module docstring."""
 
@@ -163,6 +184,7 @@ class StreamIntake:
         self._probabilities: deque[tuple[int, float]] = deque()  # (frame start ms, probability)
         self.next_chunk = next_chunk
         self._skip = skip_samples  # settled samples of the next chunk
+        self._waiting = _Waiting()
         self.ended = False
         self.failed = False
 
@@ -182,11 +204,13 @@ class StreamIntake:
 
     def push(self, chunk_seq: int, pcm: bytes, received_at: float) -> list[IntakeWork]:
         """Take chunk ``chunk_seq`` (in the stream's codec) that arrived at
-        ``received_at``; return the work it made due. Ignores a chunk already
-        seen; raises :class:`ChunkOrderError` for one out of turn,
-        :class:`AudioError` for a chunk the decoder refuses and
-        :class:`StreamClosedError` after :meth:`end` or :meth:`fail`."""
-        if 0 <= chunk_seq < self.next_chunk:
+        ``received_at``, and the waiting chunks it lets through; return the work
+        they made due. Ignores a chunk already seen; keeps one ahead of its turn;
+        raises :class:`ChunkOrderError` for one too far ahead,
+        :class:`AudioError` for a chunk the decoder refuses (one that waited:
+        from :meth:`take_decode_error`) and :class:`StreamClosedError` after
+        :meth:`end` or :meth:`fail`."""
+        if 0 <= chunk_seq < self.next_chunk or chunk_seq in self._waiting.chunks:
             return []  # a redelivery
         if self.ended or self.failed:
             state = "failed" if self.failed else "ended"
@@ -196,12 +220,33 @@ class StreamIntake:
                 sid=self.sid,
             )
         if chunk_seq != self.next_chunk:
-            raise ChunkOrderError(
-                f"chunk {chunk_seq} arrived out of order: the stream expects chunk "
-                f"{self.next_chunk} next",
-                hint="send chunks in order, numbered consecutively from 0",
-                sid=self.sid,
-            )
+            if chunk_seq < 0 or chunk_seq - self.next_chunk > MAX_AHEAD:
+                raise ChunkOrderError(
+                    f"chunk {chunk_seq} arrived out of order: the stream expects chunk "
+                    f"{self.next_chunk} next",
+                    hint="send chunks in order, numbered consecutively from 0",
+                    sid=self.sid,
+                )
+            self._waiting.chunks[chunk_seq] = (pcm, received_at)
+            return []
+        try:
+            work = self._accept(pcm, received_at)
+        except AudioError as exc:
+            if self.next_chunk not in self._waiting.chunks:
+                raise
+            work, self._waiting.refused = [], exc  # from take_decode_error, after those behind
+        while (waiting := self._waiting.chunks.pop(self.next_chunk, None)) is not None:
+            try:
+                work += self._accept(*waiting)
+            except AudioError as exc:
+                self._waiting.refused = self._waiting.refused or exc
+        if self._waiting.end_at is not None and not self._waiting.chunks:
+            work += self.end(self._waiting.end_at)
+        return work
+
+    def _accept(self, pcm: bytes, received_at: float) -> list[IntakeWork]:
+        """Decode and take the expected chunk (see :meth:`push`)."""
+        chunk_seq = self.next_chunk
         self.next_chunk += 1  # consumed even if refused below: redelivery cannot fix it
         try:
             samples = self._decoder.decode(pcm)
@@ -227,16 +272,37 @@ class StreamIntake:
 
     def take_decode_error(self) -> AudioError | None:
         """The error of a chunk that was replaced by silence since the last call."""
-        error = self._decoder.take_error()
+        error = self._decoder.take_error() or self._waiting.refused
+        self._waiting.refused = None
         if error is not None:
             error.sid = self.sid
         return error
 
-    def end(self, received_at: float) -> list[IntakeWork]:
+    @property
+    def missing(self) -> tuple[int, int] | None:
+        """The first and last chunk that chunks waiting ahead of their turn
+        still wait for; None when none waits."""
+        if not self._waiting.chunks:
+            return None
+        return self.next_chunk, min(self._waiting.chunks) - 1
+
+    @property
+    def end_waiting_since(self) -> float | None:
+        """When an end arrived that waits for chunks before it; None: none waits."""
+        return None if self.ended else self._waiting.end_at
+
+    def end(self, received_at: float, *, give_up: bool = False) -> list[IntakeWork]:
         """End of stream (signalled at ``received_at``): close the open segment
-        and return its work. A second call returns nothing."""
+        and return its work. While chunks wait ahead of their turn the end waits
+        for them (and returns nothing), unless ``give_up``: then they are
+        dropped. A second call returns nothing."""
         if self.ended:
             return []
+        if self._waiting.chunks and not give_up:
+            if self._waiting.end_at is None:
+                self._waiting.end_at = received_at
+            return []
+        self._waiting = _Waiting(refused=self._waiting.refused)
         self.ended = True
         if self._tail.size:  # the last samples, too few for a VAD frame, belong to the segment
             self._buffer.append(self._tail)

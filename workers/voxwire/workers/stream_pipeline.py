@@ -261,12 +261,23 @@ class StreamSession:
         if error is not None:  # its audio was replaced by silence and is queued
             raise error
 
-    def end(self, received_at: float) -> None:
+    def end(self, received_at: float, *, give_up: bool = False) -> None:
         """End of stream (signalled at ``received_at``): close the open segment.
-        Its final is queued; run the queued work, then :meth:`finish`. A second
-        call does nothing."""
-        for work in self._intake.end(received_at):
+        Its final is queued; run the queued work, then :meth:`finish`. While
+        chunks wait for those before them the end waits too (:attr:`ended` stays
+        False), unless ``give_up``. A second call does nothing."""
+        for work in self._intake.end(received_at, give_up=give_up):
             self._queue.put(work)
+
+    @property
+    def end_waiting_since(self) -> float | None:
+        """When an end arrived that still waits for chunks before it (None: none)."""
+        return self._intake.end_waiting_since
+
+    @property
+    def missing(self) -> tuple[int, int] | None:
+        """The chunks that chunks waiting ahead of their turn wait for (first, last)."""
+        return self._intake.missing
 
     def change_prompts(self, add: Sequence[PromptSpec], remove: Sequence[str]) -> None:
         """Remove, then add, standing prompts: they apply from the next final on

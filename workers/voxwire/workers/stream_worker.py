@@ -1,7 +1,10 @@
 """The stream worker: live sessions from the audio topic, transcribed as they speak.
 
 Consumes ``transcription.audio`` (key = sid, so one session's start, chunks and
-end arrive in order on one partition); its records (:mod:`voxwire.wire.records`):
+end arrive on one partition, in order from each bridge; chunks that passed each
+other through different bridges wait for their turn, and an end for the chunks
+before it, up to :data:`END_WAIT_S`: :mod:`voxwire.workers.stream_intake`); its
+records (:mod:`voxwire.wire.records`):
 
 - :class:`~voxwire.wire.records.StreamStart` from the gateway: the session's
   configuration; only the gateway may start a stream;
@@ -56,6 +59,7 @@ from voxwire.wire.topics import AUDIO_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.stream_checkpoints import Checkpoints, MemoryCheckpoints, StreamCheckpoint
+from voxwire.workers.stream_intake import ChunkOrderError
 from voxwire.workers.stream_pipeline import Resume, StreamSession, stream_config
 from voxwire.workers.stream_scheduler import LiveSession, Scheduler, SessionMoved
 from voxwire.workers.vad import SileroVad, Vad
@@ -77,6 +81,11 @@ class TooManyStreamsError(VoxwireError):
     """The worker already holds as many live streams as it may (``max_streams``)."""
 
     code = "too_many_streams"
+
+
+END_WAIT_S = 30.0
+"""How long an end waits for the chunks before it that have not come (a killed
+bridge's share of them comes once it is back); then the stream ends without them."""
 
 
 class StreamWorker:
@@ -131,7 +140,11 @@ class StreamWorker:
         self._loop = asyncio.get_running_loop()
         subscription = self._subscription = self._bus.subscribe(AUDIO_TOPIC, self._group)
         try:
-            await first_failure(self._ingest(subscription), self._engine_loops(subscription))
+            await first_failure(
+                self._ingest(subscription),
+                self._engine_loops(subscription),
+                self._give_up_waiting_ends(),
+            )
         finally:
             await subscription.close()
             self._pool.shutdown(wait=False)
@@ -184,6 +197,7 @@ class StreamWorker:
                 held_for = await self._control(live, payload, now)
         except VoxwireError as exc:
             self._scheduler.report(live.session, exc)
+        live.ending = live.session.ended  # an end that waited for this chunk came with it
         return self._hold(sid, held_for, record)
 
     def _hold(self, sid: str, chunk: int, record: Record) -> bool:
@@ -281,8 +295,7 @@ class StreamWorker:
         except (ValueError, AttributeError):
             kind = None
         if kind == "end":
-            session.end(now)
-            live.ending = True
+            session.end(now)  # it waits while chunks before it are missing
             return sys.maxsize
         if kind == "prompts":
             try:
@@ -300,6 +313,27 @@ class StreamWorker:
             'control messages are JSON: {"type": "end"} or {"type": "prompts", ...}',
             sid=session.sid,
         )
+
+    async def _give_up_waiting_ends(self) -> None:
+        """End the streams whose end waited :data:`END_WAIT_S` for chunks that
+        never came, telling their clients which."""
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for live in list(self._live.values()):
+                session, since = live.session, live.session.end_waiting_since
+                if since is None or now - since < END_WAIT_S:
+                    continue
+                first, last = session.missing or (session.next_chunk, session.next_chunk)
+                gap = ChunkOrderError(
+                    f"chunks {first} to {last} never arrived: the stream ended without them",
+                    hint="send chunks in order, numbered consecutively from 0",
+                    sid=session.sid,
+                )
+                self._scheduler.report(session, gap)
+                session.end(now, give_up=True)
+                live.ending = True
+                self._wake.set()
 
     # -- transcription (engine thread) ---------------------------------------------------
 
