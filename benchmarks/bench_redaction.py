@@ -114,8 +114,9 @@ def main() -> None:
     redactor.find("warm up 4111 1111 1111 1111")
     print(f"recognizers loaded in {time.perf_counter() - started:.2f} s")
 
-    if args.baseline:
-        tables(f"before ({args.baseline})", baseline(args.baseline).find, args.missed)
+    before = baseline(args.baseline) if args.baseline else None
+    if before is not None:
+        tables(f"before ({args.baseline})", before.find, args.missed)
     tables("now", redactor.find, args.missed)
     speech = [json.loads(line)["text"] for line in EVAL.read_text().splitlines()]
     speech = [t for t in speech if t]
@@ -123,11 +124,20 @@ def main() -> None:
     texts = speech + [item.text for item in labelled()]
     words = sum(len(t.split()) for t in texts)
     timings = {}
-    for name, run in (
+    runs: list[tuple[str, Callable[[str], Any]]] = [
         ("normalize (baseline)", lambda t: normalize(t)),
         ("redact final", lambda t: redactor.redact(t, RedactMode.ENTITY)),
         ("redact partial", lambda t: redactor.redact(t, RedactMode.ENTITY, partial=True)),
-    ):
+    ]
+    if before is not None:
+        runs += [
+            (f"final ({args.baseline})", lambda t: before.redact(t, RedactMode.ENTITY)),
+            (
+                f"partial ({args.baseline})",
+                lambda t: before.redact(t, RedactMode.ENTITY, partial=True),
+            ),
+        ]
+    for name, run in runs:
         started = time.perf_counter()
         for _ in range(args.rounds):
             for text in texts:
