@@ -9,19 +9,20 @@ these rules read the statement:
 
 ==================  ==========================================================
 EMAIL_ADDRESS       after "my email (address) is", "email me at", "reach me at",
-                    "write to", "send it to" (and "Right to ..." as the engine
-                    writes "Write to ..."): the
-                    words up to a domain ("gmail.com", "gmail dot com") within
-                    :data:`EMAIL_WORDS` words; after an email word, up to
-                    "at <word>" too ("peter smith at gmail"); a domain with
-                    two dots or more anywhere (``jane.go.atenlampl.com``), any
+                    "write to", "send it to" (and "Right to ...", as the engine
+                    writes "Write to ..."): the words up to a domain
+                    ("gmail.com", "gmail dot com") within :data:`EMAIL_WORDS`
+                    words and the sentence; after an email word, up to "at
+                    <word>" too ("peter smith at gmail"); a domain with two
+                    dots or more anywhere (``jane.go.atenlampl.com``), any
                     domain after "email"/"mail"
-STREET_ADDRESS      after "I live at", "she lives at", "my address is": a house
-                    number ("12", "221B", "42mm", "twelve") and up to
-                    :data:`STREET_WORDS` words, whatever the street type became;
-                    after "I leave at" (as heard) the same when the number is no
-                    time of day; after "send it to", "deliver it to": a number
-                    and words with a name in capitals
+STREET_ADDRESS      after "I live at", "she lives at (number)", "my address
+                    is": a house number ("12", "221B", "42mm", "twelve") and up
+                    to :data:`STREET_WORDS` words, whatever the street type
+                    became, unless the first is no street's ("5 minutes", "9
+                    with"); after "I leave at" (as heard) the same when the
+                    number is no time of day; after "send it to", "deliver it
+                    to": a number and a street type or names in capitals
 IBAN_CODE           letters and digits in a row that make an IBAN once joined
                     ("G B 82 W E S T 1234 ...", "DE 89 3704 ..."): with a valid
                     check anywhere, whatever the check after "IBAN", "account"
@@ -68,7 +69,7 @@ _EMAIL_CONTEXT = re.compile(
     r"|(?:^|(?<=[.!?]\s))right\s+to)(?!\w)",  # "Write to ...", as heard
     re.IGNORECASE,
 )
-_LEAD = re.compile(r"[\s,:]*(?:(?:is|was)\b[\s,:]*)?")
+_LEAD = re.compile(r"[\s,:]*(?:(?:is|was|(?:me|us)\s+at)\b[\s,:]*)?", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[,;!?]|\.(?=\s+[A-Z])|\.\s*$")
 
 STREET_TYPES = (
@@ -79,7 +80,8 @@ _NOT_A_STREET = frozenset((
     "the", "a", "an", "of", "to", "in", "on", "up", "down", "along", "across", "this", "that",
     "my", "our", "your", "minutes", "minute", "miles", "mile", "blocks", "block", "feet",
     "meters", "metres", "houses", "doors", "times", "hours", "hour", "years", "days", "people",
-    "percent", "am", "pm",
+    "percent", "am", "pm", "with", "for", "from", "by", "near", "at", "is", "was", "or", "if",
+    "when", "who", "which",
 ))  # fmt: skip
 _STREET_END = frozenset((
     "please", "thanks", "thank", "okay", "ok", "and", "but", "so", "because", "today",
@@ -92,6 +94,7 @@ _ADDRESS_CONTEXT = re.compile(
     r"|(?P<send>(?:send|ship|deliver|post|mail|bring)\s+(?:(?:it|this|that|them)\s+)?to))(?!\w)",
     re.IGNORECASE,
 )
+_HOUSE = re.compile(r"[\s,]*(?:(?:number|no\.?)\s+)?", re.IGNORECASE)
 _TENS_THEN_DIGIT = frozenset({"to", "too", "for"})  # "forty two" heard as "40 to"
 
 _IBAN_CONTEXT = frozenset({"iban", "account", "bank"})
@@ -143,7 +146,8 @@ def _addresses(text: str) -> list[Span]:
     numbers = runs(text)
     found = []
     for m in _ADDRESS_CONTEXT.finditer(text):
-        start = m.end() + len(text[m.end() :]) - len(text[m.end() :].lstrip(" ,"))
+        house = _HOUSE.match(text, m.end())
+        start = house.end() if house else m.end()
         run = next((r for r in numbers if r.start <= start < r.end), None)
         if run is None or (m.group("leave") and _clock_time(text[start : run.end])):
             continue

@@ -35,6 +35,7 @@ def _entity(redactor: Redactor, text: str) -> str:
         ("Right to jane.com.", "jane.com"),  # "Write to ..." as the engine heard it
         ("Right to peter smith that email.com please.", "peter smith that email.com"),
         ("Send it to peter at acme dot org.", "peter at acme dot org"),
+        ("Write to me at jane doe at example dot com.", "jane doe at example dot com"),
     ],
 )  # fmt: skip
 def test_an_email_address_in_an_email_statement_is_redacted(
@@ -56,6 +57,7 @@ def test_an_email_address_in_an_email_statement_is_redacted(
         ("Send it to 40 to El Maven, please.", "40 to El Maven"),  # "forty two" as "40 to"
         ("Deliver it to 12 Downing Street today.", "12 Downing Street"),
         ("Address: 42 Elm Avnue.", "42 Elm Avnue"),
+        ("She lives at number 9 Rosemary Close.", "9 Rosemary Close"),
     ],
 )
 def test_a_street_address_after_i_live_at_or_my_address_is_is_redacted(
@@ -136,6 +138,7 @@ def test_a_number_whose_digits_were_lost_in_a_loop_is_redacted(
         "Send it to 3 New York offices.",
         "Send it to 12 customers in London.",
         "She lives at home with 2 cats.",
+        "She lives at number 9 with her mother.",
         "I live at the end of the road.",
         "The credit card is 14 days late.",
         "Our IBAN changed last year and the account is held at Barclays.",
