@@ -4,7 +4,8 @@ Precision and recall per entity type on tests/core/redaction/labelled.jsonl
 (written text), and on tests/core/redaction/spoken.jsonl (personal data said by
 espeak-ng voices and written by the engine, benchmarks/make_spoken_pii.py) for
 this redactor and for the one of ``--baseline`` (a git revision, default
-``main``; its redaction.py is loaded from git). On the spoken set an item is
+``main``; its redaction.py and number_runs.py are loaded from git). ``--missed``
+lists the spoken items missed, with what was said. On the spoken set an item is
 recalled when none of its secret characters survive; a finding is right when
 it lies on what was said. Then false positives on the ../shared/eval reference
 transcripts (real speech with nothing personal in it) and the time to redact a
@@ -39,19 +40,38 @@ from voxwire_client.api import RedactMode  # noqa: E402
 EVAL = ROOT.parent / "shared" / "eval" / "manifest.jsonl"
 
 
+BASELINE_MODULES = ("number_runs", "heard", "redaction")
+"""The modules of voxwire.core that make the redactor, loaded from the baseline
+revision in this order (a module the revision does not have is skipped)."""
+
+
 def baseline(revision: str) -> Any:
-    """The Redactor of ``revision``'s src/voxwire/core/redaction.py."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:src/voxwire/core/redaction.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    module = types.ModuleType(f"redaction_at_{revision}")
-    sys.modules[module.__name__] = module
-    exec(compile(source, f"{revision}:redaction.py", "exec"), module.__dict__)
-    return module.Redactor()
+    """The Redactor of ``revision``: its redaction.py and the modules it
+    builds on, each loaded from git with the revision's modules before it."""
+    loaded: dict[str, types.ModuleType] = {}
+    for name in BASELINE_MODULES:
+        shown = subprocess.run(
+            ["git", "show", f"{revision}:src/voxwire/core/{name}.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        if shown.returncode:
+            continue
+        module = types.ModuleType(f"{name}_at_{revision}")
+        sys.modules[module.__name__] = module
+        current = {m: sys.modules.get(f"voxwire.core.{m}") for m in loaded}
+        sys.modules.update({f"voxwire.core.{m}": mod for m, mod in loaded.items()})
+        try:
+            exec(compile(shown.stdout, f"{revision}:{name}.py", "exec"), module.__dict__)
+        finally:
+            for m, mod in current.items():
+                if mod is None:
+                    del sys.modules[f"voxwire.core.{m}"]
+                else:
+                    sys.modules[f"voxwire.core.{m}"] = mod
+        loaded[name] = module
+    return loaded["redaction"].Redactor()
 
 
 def tables(name: str, find: Callable[[str], Any], missed: bool) -> None:
@@ -80,6 +100,7 @@ def tables(name: str, find: Callable[[str], Any], missed: bool) -> None:
     )
     for item in not_hidden if missed else ():
         print(f"  missed {item.entity:<15} {item.text[:110]!r}")
+        print(f"         {'said':<15} {item.said[:110]!r}")
 
 
 def main() -> None:
@@ -93,8 +114,9 @@ def main() -> None:
     redactor.find("warm up 4111 1111 1111 1111")
     print(f"recognizers loaded in {time.perf_counter() - started:.2f} s")
 
-    if args.baseline:
-        tables(f"before ({args.baseline})", baseline(args.baseline).find, args.missed)
+    before = baseline(args.baseline) if args.baseline else None
+    if before is not None:
+        tables(f"before ({args.baseline})", before.find, args.missed)
     tables("now", redactor.find, args.missed)
     speech = [json.loads(line)["text"] for line in EVAL.read_text().splitlines()]
     speech = [t for t in speech if t]
@@ -102,11 +124,20 @@ def main() -> None:
     texts = speech + [item.text for item in labelled()]
     words = sum(len(t.split()) for t in texts)
     timings = {}
-    for name, run in (
+    runs: list[tuple[str, Callable[[str], Any]]] = [
         ("normalize (baseline)", lambda t: normalize(t)),
         ("redact final", lambda t: redactor.redact(t, RedactMode.ENTITY)),
         ("redact partial", lambda t: redactor.redact(t, RedactMode.ENTITY, partial=True)),
-    ):
+    ]
+    if before is not None:
+        runs += [
+            (f"final ({args.baseline})", lambda t: before.redact(t, RedactMode.ENTITY)),
+            (
+                f"partial ({args.baseline})",
+                lambda t: before.redact(t, RedactMode.ENTITY, partial=True),
+            ),
+        ]
+    for name, run in runs:
         started = time.perf_counter()
         for _ in range(args.rounds):
             for text in texts:

@@ -25,6 +25,10 @@ PHONE_NUMBER        phone, call, mobile, cell, telephone, fax, ...      6
 NUMBER              my/your/... number, digits (none of the above)      6
 ==================  ===============================================  ======
 
+A run in a context is personal whatever its size when the engine went into a
+loop right after it ("the credit card is 14-1, the land-run, the land-run, the
+land-run"): the rest of its digits were lost in the loop.
+
 A session's finals are cut wherever the speaker paused, so a number can be split
 over two of them ("my card number is 4111 1111" | "1111 1111"). :class:`Tail`
 carries what a final ended with to the next: its last words (the context) and
@@ -55,6 +59,11 @@ CARRIED_WORDS = 2
 the context the previous final ended with ("my card number is" | "uh, 4111 ...")."""
 LONG_RUN = 20
 ONE_BY_ONE = 8
+LOOP_WORDS = 6
+LOOP_TIMES = 3
+"""A phrase of up to :data:`LOOP_WORDS` words said :data:`LOOP_TIMES` times in a
+row right after a number in a context: the engine lost the number's digits in a
+loop, so the number is personal whatever its size."""
 BRIDGE_WORDS = 3
 """Runs in one context with at most this many words between them count as one
 number (the words were digits misheard: "6011, nearly 09, 9013")."""
@@ -145,6 +154,7 @@ def personal_runs(
                 or s.carried
                 or partial
                 or (s.at_end and s.digits >= TAIL_MIN_DIGITS)
+                or s.looped
             )
         ):
             start = s.run.start
@@ -242,6 +252,9 @@ class _Situated:
     at_end: bool
     """Whether the cluster ends the text."""
     cluster_start: int
+    looped: bool = False
+    """Whether the engine went into a loop right after the cluster ("14-1, the
+    land-run, the land-run, the land-run"): the rest of the number is lost in it."""
 
 
 def _situated(text: str, before: Tail) -> list[_Situated]:
@@ -266,10 +279,22 @@ def _situated(text: str, before: Tail) -> list[_Situated]:
         entity = _context(preceding[-WORDS_BEFORE:], following)
         digits = carried + sum(found[n].digits for n in cluster)
         at_end = not re.search(r"\w", text[last.end :])
+        looped = _loops([w for pos, w in words if pos >= last.end])
         situated += [
-            _Situated(found[n], entity, digits, carried, at_end, first.start) for n in cluster
+            _Situated(found[n], entity, digits, carried, at_end, first.start, looped)
+            for n in cluster
         ]
     return situated
+
+
+def _loops(words: list[str]) -> bool:
+    """Whether ``words`` start with a phrase of up to :data:`LOOP_WORDS` words
+    said :data:`LOOP_TIMES` times in a row: a decoder caught in a loop."""
+    return any(
+        len(words) >= size * LOOP_TIMES
+        and all(words[k * size : (k + 1) * size] == words[:size] for k in range(LOOP_TIMES))
+        for size in range(1, LOOP_WORDS + 1)
+    )
 
 
 def _context(preceding: list[str], following: list[str]) -> str | None:

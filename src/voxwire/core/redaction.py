@@ -37,9 +37,28 @@ NUMBER              eleven", "four one one one", mixed, a digit missing or extra
                     ``NUMBER`` after "my/your ... number"
 NUMBER              anywhere: eight digits or more said one by one, or twenty
                     digits or more (no quantity is said that way)
-EMAIL_ADDRESS       a domain the engine wrote without its "at"
-                    (``betasmithatgmail.com``): with two dots or more, or any
-                    domain after "email"/"mail"
+(the same entity)   a number in a context whatever its size when the engine
+                    went into a loop right after it ("14-1, the land-run, the
+                    land-run, the land-run")
+==================  ==========================================================
+
+and what the statement around them says (:mod:`voxwire.core.heard`):
+
+==================  ==========================================================
+EMAIL_ADDRESS       after "my email is", "email me at", "write to", "send it
+                    to": the words up to a domain ("peter smith at gmail dot
+                    com", "peter smith gmail.com", ``be just missed that
+                    email.com``), or up to "at <word>" after an email word;
+                    a domain written without its "at" (``betasmithatgmail.com``)
+                    with two dots or more, or any domain after "email"/"mail"
+STREET_ADDRESS      after "I live at", "my address is", "send it to": a house
+                    number and the words after it, whatever the street type
+                    became ("12 o'clock in", "42mm Avenue", "221B Baker Street")
+IBAN_CODE           letters and digits said one by one or in groups that join
+                    into an IBAN ("G B eight two, W E S T, ..."): with a valid
+                    check, or after "IBAN", "account", "bank"
+(the same entity)   the words between "is" and a personal number ("my IBAN is
+                    VDA time, 3 7 0 4 ..."): an identifier's letters, misheard
 ==================  ==========================================================
 
 Speech recognition writes what was said: "four one one one ..." or "jane dot
@@ -55,17 +74,20 @@ to the next final and its partials (``before``), a number at their start
 continues it. A number at the end of a final in a context is redacted from four
 digits on, since it may go on. A final is never revised: a number whose context
 comes only in the next final ("4111 1111" | "1111 1111 is my card") is redacted
-in the second final only, unless it is said as an identifier (see above).
+in the second final only, unless it is said as an identifier (see above). A
+statement carries over the same way: "my email is" | "peter smith at gmail dot
+com", "I live at" | "12 Oak Lane".
 
 A partial is an unfinished final: a card number half said is not yet a valid
 card number. Partials are therefore redacted more broadly: also every number
 of two digits or more (written or spoken), a digit at the end, every number in
-a context whatever its size, every beginning of an email
-address ("jane dot doe at ...") and a word followed by a trailing "dot" or
-"at". So a partial never shows a digit the final will redact. Words before
-the words that make them personal can show in a partial: the "jane" of
-"jane dot doe at example dot com" until "dot" is said, and the street name of
-an address until its street type is said.
+a context whatever its size, every word mixing letters and digits ("V8i"),
+every beginning of an email address ("jane dot doe at ...", the words after
+"my email is") and a word followed by a trailing "dot" or "at". So a partial
+never shows a digit the final will redact. Words before the words that make
+them personal can show in a partial: the "jane" of "jane dot doe at example dot
+com" until "dot" is said (outside an email statement), and the street name of
+an address until its street type is said (outside "I live at ...").
 
 Counts per entity type are kept (``voxwire_redactions_total`` in
 :mod:`voxwire.core.metrics`); the original text is never logged.
@@ -79,6 +101,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from voxwire.core.heard import (
+    STREET_TYPES,
+    heard_addresses,
+    heard_emails,
+    spelled_ibans,
+    statement_values,
+)
 from voxwire.core.metrics import REDACTIONS
 from voxwire.core.normalization import normalize
 from voxwire.core.number_runs import Tail, personal_runs, tail_of
@@ -92,26 +121,20 @@ CONTEXT_WORDS_BEFORE = 6
 CONTEXT_SCORE = 0.85  # a number in a context: below a recognizer's validated find
 NO_TAIL = Tail()
 
-_STREET_TYPES = (
-    "street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|place|pl|"
-    "terrace|parkway|highway|square"
-)
+_STREET_TYPES = "|".join(STREET_TYPES)
 _NOT_A_STREET_NAME = (
     "the|a|an|of|to|in|on|up|down|along|across|this|that|my|our|your|"
     "miles?|blocks?|feet|meters?|metres?|minutes?|houses?|doors?|times?"
 )
-_STREET = (
-    rf"\b\d{{1,6}}\s+(?:(?!(?:{_NOT_A_STREET_NAME})\b)[A-Za-z]+\s+){{1,3}}"
-    rf"(?:{_STREET_TYPES})\b"
+_STREET_WORD = rf"(?!(?:{_NOT_A_STREET_NAME})\b)[A-Za-z]+\s+"
+_STREET = (  # the house number can carry letters: "221B", or the engine's "42mm"
+    rf"\b\d{{1,6}}(?:(?!st|nd|rd|th)[A-Za-z]{{1,2}}\s+(?:{_STREET_WORD}){{0,3}}"
+    rf"|\s+(?:{_STREET_WORD}){{1,3}})(?:{_STREET_TYPES})\b"
 )
-_DOMAIN = re.compile(
-    r"(?<![\w@.])(?!www\.)[\w-]+(?:\.[\w-]+)*\."
-    r"(?:com|org|net|edu|gov|io|info|biz|co|uk|de|fr|es|it|nl|us|ca|au|in)\b",
-    re.IGNORECASE,
-)
-_EMAIL_CONTEXT = frozenset({"email", "emails", "mail", "mailbox", "inbox"})
+_OBJECTS = frozenset({"me", "us", "him", "her", "them"})  # "reach me at ...": a word
 _PARTIAL = (
     re.compile(r"\d{2,}|\d$"),  # numbers of two digits or more, and one at the end
+    re.compile(r"\b(?:[A-Za-z]+\d|\d+[A-Za-z])\w*"),  # letters and digits: "V8i", "B82"
     re.compile(r"\w+[.@]\w[\w.@]*"),  # the beginnings of email addresses
     re.compile(r"\w+ (?:dot|at)$", re.IGNORECASE),  # an address being spelled out
 )
@@ -154,11 +177,16 @@ class Redactor:
         ``before`` is what the session's previous final ended with
         (:meth:`tail`); ``numbers`` adds every number of four digits or more."""
         found = self._analyze(text, None)
+        spans = spelled_ibans(text)  # first: an IBAN is also an account number
+        numbered = personal_runs(text, before, numbers=numbers, partial=partial)
+        personal = personal_runs(text, before, partial=partial) if numbers else numbered
+        spans += statement_values(text, spans + personal) + numbered
+        spans += heard_emails(text, before.words, partial=partial)
+        spans += heard_addresses(text, before.words)
         found += [
             Finding(s.entity, s.start, s.end, CONTEXT_SCORE if s.entity != "NUMBER" else 0.0)
-            for s in personal_runs(text, before, numbers=numbers, partial=partial)
+            for s in spans
         ]
-        found += _heard_emails(text)
         pieces = _spoken_view(text)
         view = "".join(p.text for p in pieces)
         if view != text:
@@ -242,19 +270,6 @@ def redactor() -> Redactor:
     return Redactor()
 
 
-def _heard_emails(text: str) -> list[Finding]:
-    """Email addresses as the engine writes them when it misses the "at":
-    ``betasmithatgmail.com``, ``jane.go.atenlampl.com``: a domain with two dots
-    or more, or any domain after "email" or "mail"."""
-    words = [(m.start(), m.group().lower()) for m in re.finditer(r"[A-Za-z]+", text)]
-    found = []
-    for m in _DOMAIN.finditer(text):
-        before = [w for pos, w in words if pos < m.start()][-CONTEXT_WORDS_BEFORE:]
-        if m.group().count(".") >= 2 or any(w in _EMAIL_CONTEXT for w in before):
-            found.append(Finding("EMAIL_ADDRESS", m.start(), m.end(), CONTEXT_SCORE))
-    return found
-
-
 def _in_context(recognizer: Any, words: list[tuple[int, str]], start: int) -> bool:
     """Whether one of the recognizer's context words is among the words just before."""
     context = {w.lower() for w in (recognizer.context or ())}
@@ -264,20 +279,25 @@ def _in_context(recognizer: Any, words: list[tuple[int, str]], start: int) -> bo
 
 def _spoken_view(text: str) -> list[_Piece]:
     """``text`` as it would be written: numbers as digits, consecutive digits
-    joined, "dot" and "at" between words as "." and "@"; each piece keeps the
-    original characters it stands for."""
+    joined, "dot" and "at" between words as "." and "@" (not the "at" of "reach
+    me at"), a "." written between words kept; each piece keeps the original
+    characters it stands for."""
     tokens = normalize(text)
     pieces: list[_Piece] = []
     before = ""
     for n, token in enumerate(tokens):
         word = token.text
         following = tokens[n + 1].text if n + 1 < len(tokens) else ""
-        if before and word in ("dot", "at") and following.isalpha():
+        said_at = word == "at" and before.lower() not in _OBJECTS
+        if before and (word == "dot" or said_at) and following[:1].isalpha():
             written = "." if word == "dot" else "@"
         elif word.isdigit():
             written = word
         else:
             written = text[token.start : token.end]
+        if n and written[:1].isalpha() and text[tokens[n - 1].end : token.start] == ".":
+            pieces.append(_Piece(".", tokens[n - 1].end, token.start))  # "gmail.com"
+            before = "."
         glued = written in (".", "@") or before in (".", "@")
         if before and not glued and not (written.isdigit() and before.isdigit()):
             pieces.append(_Piece(" ", token.start, token.start))

@@ -113,6 +113,10 @@ def test_the_numbers_policy_redacts_every_number_of_four_digits_or_more(
         "My card number is [CREDIT_CARD] and my email is [EMAIL_ADDRESS]."
     )
     assert redactor.redact("in 1961", RedactMode.ENTITY) == "in 1961"
+    # only a personal number takes the words between "is" and it
+    assert redactor.redact("The total is about 2500 boxes.", RedactMode.NUMBERS) == (
+        "The total is about [NUMBER] boxes."
+    )
 
 
 def test_runs_count_the_digits_a_number_stands_for() -> None:
@@ -165,6 +169,7 @@ def test_the_spoken_set_meets_its_targets(redactor: Redactor) -> None:
     assert all(s.recall >= MIN_RECALL_EACH for s in numbers)
     hidden = sum(s.hidden for s in numbers) / sum(s.items for s in numbers)
     assert hidden >= MIN_NUMBER_RECALL
+    assert total.recall >= MIN_TOTAL_RECALL
     assert total.precision >= MIN_PRECISION
 
 
@@ -182,6 +187,7 @@ def test_digits_said_one_by_one_or_twenty_of_them_are_redacted_anywhere(
 
 MIN_RECALL_EACH = 0.85
 MIN_NUMBER_RECALL = 0.95
+MIN_TOTAL_RECALL = 0.9  # with emails, streets and IBANs whose words the engine changed
 MIN_PRECISION = 0.95
 
 
