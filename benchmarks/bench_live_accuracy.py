@@ -19,7 +19,11 @@ It prints WER (file, live) per conversation and noise level, and per
 configuration the WER over all of them and the final latency p50 / p95: from the
 end of a turn's speech in the audio to the arrival at the subscriber of the
 final that closes it (a turn followed by a pause shorter than the endpointer's
-``min_silence_ms`` has no final of its own: counted as ``joined``).
+``min_silence_ms`` has no final of its own: counted as ``joined``). And how
+partials hold up: the share of partial words that their final changed or
+dropped (words matched in order, after normalization; words the final adds
+are no change), and the first-partial latency, from the start of a turn's
+speech in the audio to the first partial of it at the subscriber.
 
 ``--configs`` runs the live side once per configuration, on the same audio, in
 the same run: ``default`` is the platform's defaults; ``name=value[+name=value]``
@@ -284,7 +288,16 @@ def summary(cases: list[Case], runs: list[StreamRun]) -> dict[str, Any]:
     measured = [r.final_latencies(c.conversation.turns) for c, r in zip(cases, runs, strict=True)]
     latencies = [x for lat, _ in measured for x in lat]
     refs = [" ".join(c.conversation.refs) for c in cases]
+    firsts = [
+        x for c, r in zip(cases, runs, strict=True) for x in r.first_partials(c.conversation.turns)
+    ]
+    churn = [r.partial_churn() for r in runs]
     return {
+        "partial_words": sum(total for _, total in churn),
+        "partial_words_changed": sum(changed for changed, _ in churn)
+        / max(1, sum(total for _, total in churn)),
+        "first_partial_p50_s": pct(firsts, 50),
+        "first_partial_p95_s": pct(firsts, 95),
         "wer": wer(refs, [" ".join(finals_text(r)) for r in runs]),
         "per_case": [
             wer(c.conversation.refs, finals_text(r)) for c, r in zip(cases, runs, strict=True)
@@ -338,6 +351,16 @@ def report(cases: list[Case], files: list[str], results: dict[str, dict[str, Any
             f"{r['final_max_s']:.2f}s  ({r['final_p50_s'] / base['final_p50_s']:.2f}, "
             f"{r['final_p95_s'] / base['final_p95_s']:.2f} of {configs[0]})"
             f"  turns {r['turns']}, joined {r['joined']}"
+        )
+    print(
+        "partials (words of a partial its final changed or dropped; turn start to first partial):"
+    )
+    for config in configs:
+        r = results[config]
+        print(
+            f"  live {config:<32} {r['partial_words_changed']:.1%} of {r['partial_words']} words"
+            f"  first partial p50 {r['first_partial_p50_s']:.2f}s p95 "
+            f"{r['first_partial_p95_s']:.2f}s"
         )
 
 

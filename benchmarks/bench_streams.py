@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
 import random
 import statistics
@@ -96,6 +97,10 @@ _normalize = EnglishTextNormalizer()
 
 def wer(refs: list[str], hyps: list[str]) -> float:
     return float(jiwer.wer(" ".join(map(_normalize, refs)), " ".join(map(_normalize, hyps))))
+
+
+def _words(text: str) -> list[str]:
+    return _normalize(text).split()
 
 
 @dataclass(frozen=True)
@@ -168,12 +173,44 @@ class StreamRun:
         return [m.latency.queue_ms for _, m in self.finals() if m.latency is not None]
 
     def first_partials(self, sentences: list[Sentence]) -> list[float]:
-        firsts: dict[int, float] = {}
-        for t, m in self.events:
-            if isinstance(m, SegmentMessage) and m.type == "partial":
-                start = min(sentences, key=lambda s: abs(s.start_s - m.segment.start_ms / 1000))
-                firsts.setdefault(m.segment.index, t - (self.started + start.start_s))
-        return list(firsts.values())
+        """Per sentence that got a partial: the start of its speech -> the first
+        partial after it whose segment overlaps it."""
+        partials = [
+            (t, m.segment)
+            for t, m in self.events
+            if isinstance(m, SegmentMessage) and m.type == "partial"
+        ]
+        out = []
+        for sentence in sentences:
+            began = self.started + sentence.start_s
+            times = [
+                t
+                for t, segment in partials
+                if t >= began
+                and segment.start_ms / 1000 < sentence.end_s
+                and segment.end_ms / 1000 > sentence.start_s
+            ]
+            if times:
+                out.append(min(times) - began)
+        return out
+
+    def partial_churn(self) -> tuple[int, int]:
+        """(partial words that their final changed or dropped, partial words): each
+        partial's words (normalized) against its final's, matched in order, so
+        words the final adds at the end are no change."""
+        finals = {m.segment.id: _words(m.segment.text) for _, m in self.finals()}
+        changed = total = 0
+        for _, m in self.events:
+            if not (isinstance(m, SegmentMessage) and m.type == "partial"):
+                continue
+            final = finals.get(m.segment.id)
+            words = _words(m.segment.text)
+            if final is None or not words:
+                continue
+            kept = difflib.SequenceMatcher(a=words, b=final, autojunk=False).get_matching_blocks()
+            changed += len(words) - sum(block.size for block in kept)
+            total += len(words)
+        return changed, total
 
     def max_lag_ms(self) -> int:
         lags = [m.lag_ms or 0 for _, m in self.events if isinstance(m, ProgressMessage)]
