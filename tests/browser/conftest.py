@@ -20,7 +20,7 @@ import pytest
 import trustme
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from tests.helpers import PlatformThread, joined_utterances
 from voxwire.core.config import Settings
@@ -98,27 +98,33 @@ def microphone_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, lis
 
 
 @pytest.fixture(scope="module")
+def driver() -> Iterator[Playwright]:
+    """Playwright itself: its browsers and its device profiles (``driver.devices``)."""
+    with sync_playwright() as playwright:
+        yield playwright
+
+
+@pytest.fixture(scope="module")
 def browser(
-    microphone_file: tuple[Path, list[str]], tls_files: tuple[Path, Path]
+    driver: Playwright, microphone_file: tuple[Path, list[str]], tls_files: tuple[Path, Path]
 ) -> Iterator[Browser]:
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.fail("no chromium: install it with `scripts/services.sh browser`")
     path, _refs = microphone_file
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=chromium,
-            headless=True,
-            args=[
-                "--use-fake-ui-for-media-stream",  # grant the microphone without asking
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={path}%noloop",
-                "--autoplay-policy=no-user-gesture-required",
-                f"--ignore-certificate-errors-spki-list={_spki_sha256(tls_files[0])}",
-            ],
-        )
-        yield launched
-        launched.close()
+    launched = driver.chromium.launch(
+        executable_path=chromium,
+        headless=True,
+        args=[
+            "--use-fake-ui-for-media-stream",  # grant the microphone without asking
+            "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={path}%noloop",
+            "--autoplay-policy=no-user-gesture-required",
+            f"--ignore-certificate-errors-spki-list={_spki_sha256(tls_files[0])}",
+        ],
+    )
+    yield launched
+    launched.close()
 
 
 @pytest.fixture

@@ -100,6 +100,18 @@ export class SessionFeed extends Emitter {
   }
 
   /**
+   * The browser says the network is gone (a phone leaving Wi-Fi, a tunnel):
+   * drop the socket now, as it will never carry anything again on a changed
+   * network, instead of waiting for the keepalive to run out. mqtt.js then
+   * keeps every QoS 1 publish (the audio) in its store, retries every
+   * second, and on reconnect sends the stored chunks, in order, before any
+   * new one.
+   */
+  #offline = () => {
+    this.client?.stream?.destroy();
+  };
+
+  /**
    * Connect and subscribe; resolves once the broker granted the subscription.
    * Rejects (and closes) when the broker refuses the credentials or the topic.
    * @returns {Promise<this>}
@@ -121,6 +133,7 @@ export class SessionFeed extends Emitter {
       if (Date.now() - this.lastActivity >= this.idlePollMs) this.catchUp();
     }, Math.max(50, this.idlePollMs / 2));
     this.poller.unref?.(); // Node.js: the connection, not the poller, keeps a process alive
+    globalThis.addEventListener?.("offline", this.#offline); // browsers only
     return this;
   }
 
@@ -302,11 +315,23 @@ export class SessionFeed extends Emitter {
   /**
    * Publish chunk `n` of a live stream (PCM16LE, 16 kHz, mono) at QoS 1; mqtt.js
    * keeps it while the connection is down and sends it on reconnect.
+   *
+   * One case mqtt.js does not keep: a chunk published while it replays its
+   * store after a reconnect waits in a queue that it empties, refusing each
+   * chunk with "Connection closed", when the connection drops again (a phone
+   * on a flapping network). Those refusals come in chunk order, right as the
+   * connection closes: each chunk is published again, in that order, into the
+   * store, behind the chunks still there and ahead of any new one, so the
+   * platform still gets every chunk in turn.
    * @param {number} n
    * @param {Uint8Array} pcm
    */
   publishAudio(n, pcm) {
-    this.#requireClient().publish(audioChunkTopic(this.sid, n), pcm, { qos: 1 });
+    this.#requireClient().publish(audioChunkTopic(this.sid, n), pcm, { qos: 1 }, (/** @type {Error | undefined} */ error) => {
+      if (error?.message === "Connection closed" && this.state !== "closed") {
+        queueMicrotask(() => this.state !== "closed" && this.publishAudio(n, pcm));
+      }
+    });
   }
 
   /** Tell the platform the stream is over: its last final and transcript follow. */
@@ -330,6 +355,7 @@ export class SessionFeed extends Emitter {
    */
   close({ endSession = false } = {}) {
     clearInterval(this.poller);
+    globalThis.removeEventListener?.("offline", this.#offline);
     if (this.state === "closed") return;
     this.#setState("closed");
     const client = this.client;

@@ -12,7 +12,10 @@ export class FakeMqttClient extends EventEmitter {
     this.broker = broker;
     this.subscriptions = [];
     this.published = [];
+    this.refused = []; // publish callbacks held back: the test fails them as mqtt.js would
     this.ended = false;
+    this.destroyed = 0;
+    this.stream = { destroy: () => (this.destroyed += 1) }; // the WebSocket
   }
 
   subscribe(filter, options, callback) {
@@ -25,8 +28,14 @@ export class FakeMqttClient extends EventEmitter {
     });
   }
 
-  publish(topic, payload, options) {
+  publish(topic, payload, options, callback) {
     this.published.push({ topic, payload, options });
+    this.refused.push(callback);
+  }
+
+  /** The connection drops while mqtt.js replays its store: it refuses what it queued meanwhile. */
+  dropDuringReplay(count) {
+    for (const callback of this.refused.splice(-count)) callback?.(new Error("Connection closed"));
   }
 
   end(force, options, callback) {

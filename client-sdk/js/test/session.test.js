@@ -224,4 +224,39 @@ describe("SessionFeed", () => {
     feed.close();
     assert.throws(() => feed.publishAudio(2, new Uint8Array(2)), { code: "closed" });
   });
+
+  it("drops its socket when the browser reports the network gone, and stops listening once closed", async () => {
+    const window = new EventTarget(); // what a browser page's global scope is
+    Object.assign(globalThis, {
+      addEventListener: window.addEventListener.bind(window),
+      removeEventListener: window.removeEventListener.bind(window),
+    });
+    try {
+      const broker = new FakeBroker();
+      const feed = await feedOn(broker, new FakeHistory()).start();
+      window.dispatchEvent(new Event("offline"));
+      assert.equal(broker.last.destroyed, 1); // mqtt.js reconnects with its store of publishes
+      feed.close();
+      window.dispatchEvent(new Event("offline"));
+      assert.equal(broker.last.destroyed, 1);
+    } finally {
+      delete (/** @type {any} */ (globalThis)).addEventListener;
+      delete (/** @type {any} */ (globalThis)).removeEventListener;
+    }
+  });
+
+  it("publishes again, in order, the chunks mqtt.js refuses when the connection drops during its replay", async () => {
+    const broker = new FakeBroker();
+    const feed = await feedOn(broker, new FakeHistory()).start();
+    for (let n = 0; n < 5; n++) feed.publishAudio(n, new Uint8Array([n]));
+    broker.last.dropDuringReplay(3); // chunks 2, 3, 4 were queued behind the replay
+    await settle(); // before the microphone's next chunk
+    feed.publishAudio(5, new Uint8Array([5]));
+    const chunks = broker.last.published.map((p) => Number(p.topic.split("/").at(-1)));
+    assert.deepEqual(chunks, [0, 1, 2, 3, 4, 2, 3, 4, 5]);
+    feed.close();
+    broker.last.dropDuringReplay(1); // refused after the end: nothing more to send
+    await settle();
+    assert.equal(broker.last.published.length, 9);
+  });
 });

@@ -103,6 +103,8 @@ class SessionView {
       link.addEventListener("click", (/** @type {MouseEvent} */ event) => this.download(event, link));
     }
     this.finals = 0;
+    this.reconnectingText = "reconnecting…";
+    this.beforeReconnect = "";
   }
 
   /** Offer the stored transcript as text and subtitles. @param {string} sid */
@@ -151,10 +153,10 @@ class SessionView {
         this.progress.value = m.percent;
         this.status(m.status === "transcribing" ? `transcribing… ${Math.round(m.percent)}%` : m.status);
       },
-      partial: (/** @type {any} */ m) => this.segment(m.segment, true),
+      partial: (/** @type {any} */ m) => this.segment(m.segment, true, m.seq),
       final: (/** @type {any} */ m) => {
         this.finals += 1;
-        this.segment(m.segment, false);
+        this.segment(m.segment, false, m.seq);
       },
       match: (/** @type {any} */ m) => this.match(m),
       error: (/** @type {any} */ e) => {
@@ -162,7 +164,13 @@ class SessionView {
         notify(e);
       },
       state: (/** @type {string} */ s) => {
-        if (s === "reconnecting") this.status("reconnecting…");
+        if (s === "reconnecting" && this.root.dataset.connection !== "reconnecting") {
+          this.beforeReconnect = this.statusText.textContent;
+          this.status(this.reconnectingText);
+        } else if (s === "live" && this.statusText.textContent === this.reconnectingText) {
+          this.status(this.beforeReconnect);
+        }
+        this.root.dataset.connection = s;
       },
       end: (/** @type {any} */ t) => {
         this.progress.value = 100;
@@ -176,10 +184,12 @@ class SessionView {
   /**
    * Show a segment in index order; a final replaces the partial of its index.
    * A diarized segment shows its speaker's label, in the speaker's colour.
+   * The row keeps the `seq` of the message that last set it.
    * @param {{index: number, start_ms: number, end_ms: number, text: string, speaker?: string | null}} segment
    * @param {boolean} partial
+   * @param {number} [seq]
    */
-  segment(segment, partial) {
+  segment(segment, partial, seq) {
     let row = this.segmentList.querySelector(`li[data-index="${segment.index}"]`);
     if (!row) {
       row = document.createElement("li");
@@ -191,6 +201,7 @@ class SessionView {
     if (!partial) row.dataset.final = "true";
     else if (row.dataset.final) return; // a late partial never undoes a final
     row.classList.toggle("partial", partial);
+    if (seq !== undefined) row.dataset.seq = String(seq);
     row.dataset.startMs = String(segment.start_ms);
     row.dataset.endMs = String(segment.end_ms);
     row.querySelector(".time").textContent = clock(segment.start_ms);
@@ -317,6 +328,7 @@ async function toggleRecording() {
   button.disabled = true;
   const view = new SessionView($("#live-view"));
   view.progress.hidden = true; // a live stream has no length to fill
+  view.reconnectingText = "reconnecting… still recording: the audio is sent once the connection is back";
   const listeners = view.listeners();
   listeners.progress = (/** @type {any} */ m) => {
     view.status(m.status === "transcribing" ? "live" : m.status);
