@@ -46,6 +46,7 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {10 | 20 | 40 | 60 | 80 | 100 | 120} [frame_ms]  with opus: each packet's duration
  * @property {boolean} [diarize]  label each final with its speaker (S1, S2...); never relabelled
  * @property {number} [max_speakers]  with diarize: at most this many speakers (1-20)
+ * @property {string[]} [vocabulary]  words to expect, written as given (at most 50)
  *
  * @typedef {object} TokenResponse  a session token for the broker (and the session routes)
  * @property {string} token     the MQTT password
@@ -140,15 +141,26 @@ export class Gateway {
    * Upload an audio file (WAV, FLAC, MP3, OGG/Opus, M4A) and start transcribing it.
    * @param {Blob} file
    * `diarize` labels every segment with its speaker (S1, S2...), within
-   * `minSpeakers`/`maxSpeakers` when given.
+   * `minSpeakers`/`maxSpeakers` when given. `vocabulary`: words to expect (names,
+   * product terms), written as given.
    * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity" | "numbers",
    *   language?: string, model?: string, filename?: string, diarize?: boolean,
-   *   minSpeakers?: number, maxSpeakers?: number}} [options]
+   *   minSpeakers?: number, maxSpeakers?: number, vocabulary?: string[]}} [options]
    * @returns {Promise<SessionCreated>}
    */
   upload(
     file,
-    { prompts = [], redact, language, model, filename, diarize, minSpeakers, maxSpeakers } = {},
+    {
+      prompts = [],
+      redact,
+      language,
+      model,
+      filename,
+      diarize,
+      minSpeakers,
+      maxSpeakers,
+      vocabulary = [],
+    } = {},
   ) {
     const form = new FormData();
     const name = filename ?? (/** @type {File} */ (file).name || "audio");
@@ -160,6 +172,7 @@ export class Gateway {
     if (diarize) form.set("diarize", "true");
     if (minSpeakers != null) form.set("min_speakers", String(minSpeakers));
     if (maxSpeakers != null) form.set("max_speakers", String(maxSpeakers));
+    if (vocabulary.length) form.set("vocabulary", JSON.stringify(vocabulary));
     return this.json("POST", "/v1/sessions", { body: form });
   }
 

@@ -57,6 +57,14 @@ describe("Gateway", () => {
     assert.equal(form.get("file").name, "a.wav");
     assert.deepEqual(JSON.parse(form.get("prompts")), [{ id: "p1", text: "fellow americans" }, { id: "x", text: "ask not" }]);
     assert.equal(form.get("redact"), "mask");
+    assert.equal(form.get("vocabulary"), null);
+  });
+
+  it("sends the vocabulary of an upload as a JSON list", async () => {
+    const { fetch, requests } = scripted([201, { sid: "s_1" }]);
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });
+    await gateway.upload(new Blob([new Uint8Array(4)]), { vocabulary: ["ComfyUI", "Kubernetes"] });
+    assert.deepEqual(JSON.parse(requests[0].body.get("vocabulary")), ["ComfyUI", "Kubernetes"]);
   });
 
   it("fetches the transcript as subtitles in the format asked for", async () => {

@@ -191,6 +191,15 @@ OPUS_FRAME_MS = (10, 20, 40, 60, 80, 100, 120)
 MAX_SPEAKERS = 20
 """The most speakers a session may ask diarization for."""
 
+Vocabulary = Annotated[
+    tuple[Annotated[str, Field(min_length=1, max_length=64, pattern=r"\S")], ...],
+    Field(
+        max_length=50,
+        description="words the session expects (names, product terms; at most 50 of 64 "
+        "characters): the decoder is prompted with them, so it writes them as given",
+    ),
+]
+
 
 class SpeakerBounds(_Model):
     """Diarization on a session, with bounds on how many speakers it has
@@ -256,6 +265,7 @@ class StreamRequest(_Model):
     max_speakers: int | None = Field(
         default=None, ge=1, le=MAX_SPEAKERS, description="with diarize: at most this many speakers"
     )
+    vocabulary: Vocabulary = ()
 
 
 class TokenRequest(_Model):
@@ -451,6 +461,7 @@ class FinishUpload(_Model):
     diarize: SpeakerBounds | None = Field(
         default=None, description="label speakers, within these bounds; None: off"
     )
+    vocabulary: Vocabulary = ()
 
 
 class UploadParts(_Model):

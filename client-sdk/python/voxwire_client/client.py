@@ -192,15 +192,17 @@ class AsyncClient:
         language: str | None = None,
         model: str | None = None,
         diarize: SpeakerBounds | bool = False,
+        vocabulary: Sequence[str] = (),
     ) -> SessionCreated:
         """Upload an audio file; returns the new session. ``redact``: what becomes
         of personal data in the transcript (default: the platform's setting);
         ``language``: a code such as "de", or "auto" to detect it; ``model``: one
         of the models the platform serves (default: its first); ``diarize``: label
-        every segment with its speaker (``SpeakerBounds`` to bound their count)."""
+        every segment with its speaker (``SpeakerBounds`` to bound their count);
+        ``vocabulary``: words to expect, written as given (names, product terms)."""
         path = Path(path)
         specs = [p.model_dump() for p in _prompt_specs(prompts)]
-        data = {"prompts": json.dumps(specs)}
+        data = {"prompts": json.dumps(specs), "vocabulary": json.dumps(list(vocabulary))}
         if redact is not None:
             data["redact"] = RedactMode(redact).value
         if language is not None:
@@ -379,9 +381,12 @@ class AsyncClient:
         redact: RedactMode | str | None = None,
         language: str | None = None,
         model: str | None = None,
+        vocabulary: Sequence[str] = (),
     ) -> Transcript:
-        """Upload ``path``, follow the session, return the final transcript."""
-        created = await self.upload(path, prompts, redact=redact, language=language, model=model)
+        """Upload ``path`` (see :meth:`upload`), follow the session, return the transcript."""
+        created = await self.upload(
+            path, prompts, redact=redact, language=language, model=model, vocabulary=vocabulary
+        )
         return await self.follow(created.sid, on_event=on_event)
 
     async def start_stream(self, request: StreamRequest | None = None) -> StreamCreated:

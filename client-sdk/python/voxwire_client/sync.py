@@ -52,12 +52,18 @@ class Client:
         language: str | None = None,
         model: str | None = None,
         diarize: SpeakerBounds | bool = False,
+        vocabulary: Sequence[str] = (),
     ) -> SessionCreated:
-        return self._loop.run_until_complete(
-            self._async.upload(
-                path, prompts, redact=redact, language=language, model=model, diarize=diarize
-            )
+        uploading = self._async.upload(
+            path,
+            prompts,
+            redact=redact,
+            language=language,
+            model=model,
+            diarize=diarize,
+            vocabulary=vocabulary,
         )
+        return self._loop.run_until_complete(uploading)
 
     def session(self, sid: str) -> SessionInfo:
         return self._loop.run_until_complete(self._async.session(sid))
@@ -88,12 +94,18 @@ class Client:
         redact: RedactMode | str | None = None,
         language: str | None = None,
         model: str | None = None,
+        vocabulary: Sequence[str] = (),
     ) -> Transcript:
-        return self._loop.run_until_complete(
-            self._async.transcribe(
-                path, prompts, on_event=on_event, redact=redact, language=language, model=model
-            )
+        transcribing = self._async.transcribe(
+            path,
+            prompts,
+            on_event=on_event,
+            redact=redact,
+            language=language,
+            model=model,
+            vocabulary=vocabulary,
         )
+        return self._loop.run_until_complete(transcribing)
 
     def stream(
         self,

@@ -245,6 +245,10 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         max_speakers: Annotated[
             str | None, Form(description="with diarize: at most this many speakers (1-20)")
         ] = None,
+        vocabulary: Annotated[
+            str | None,
+            Form(description='words to expect: "ComfyUI, Kubernetes" or a JSON list (at most 50)'),
+        ] = None,
     ) -> SessionCreated:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit():
@@ -262,6 +266,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
                 diarize=diarize,
                 min_speakers=min_speakers,
                 max_speakers=max_speakers,
+                vocabulary=vocabulary,
             ),
         )
         return SessionCreated(

@@ -25,6 +25,16 @@ RedactOption = Annotated[
 ]
 """``--redact`` of the commands that start a session."""
 
+VocabularyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--vocabulary",
+        "-w",
+        help="a word or name to expect, written as given, e.g. ComfyUI (repeatable)",
+    ),
+]
+"""``--vocabulary`` of the commands that start a session."""
+
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {message}")

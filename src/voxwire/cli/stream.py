@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 
-from voxwire.cli.common import RedactOption, console, fail
+from voxwire.cli.common import RedactOption, VocabularyOption, console, fail
 from voxwire.core.audio import decode, float32_to_pcm16le
 from voxwire.core.codecs import opus_packets
 from voxwire.core.errors import VoxwireError
@@ -46,6 +47,7 @@ def stream(
         int, typer.Option(help="with --codec opus: ms of audio per packet, one chunk each")
     ] = 20,
     redact: RedactOption = None,
+    vocabulary: VocabularyOption = None,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
@@ -69,15 +71,21 @@ def stream(
         chunks, chunk_ms = list(opus_packets(samples, bitrate=bitrate, frame_ms=frame_ms)), frame_ms
     else:
         chunks, chunk_ms = list(pcm_chunks(float32_to_pcm16le(samples))), 100
-    request = StreamRequest(
-        codec=codec,
-        frame_ms=frame_ms,
-        prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
-        min_silence_ms=min_silence_ms,
-        language=language,
-        model=model,
-        redact=redact,
-    )
+    try:
+        request = StreamRequest(
+            codec=codec,
+            frame_ms=frame_ms,
+            prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
+            min_silence_ms=min_silence_ms,
+            language=language,
+            model=model,
+            redact=redact,
+            vocabulary=tuple(vocabulary or ()),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        fail(f"{where}: {first['msg']}", hint="see voxwire stream --help")
     try:
         result = asyncio.run(_run(chunks, chunk_ms, request, speed, url, api_key, mqtt_url))
     except ClientError as exc:

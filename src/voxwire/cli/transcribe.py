@@ -12,7 +12,15 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from voxwire.cli.common import RedactOption, clock, console, err_console, fail, highlight_markup
+from voxwire.cli.common import (
+    RedactOption,
+    VocabularyOption,
+    clock,
+    console,
+    err_console,
+    fail,
+    highlight_markup,
+)
 from voxwire_client import AsyncClient, ClientError, Transcript, TranscriptFormat
 from voxwire_client.messages import (
     MatchMessage,
@@ -42,6 +50,7 @@ def transcribe(
         str | None, typer.Option(help="one of the models the platform serves [its default]")
     ] = None,
     redact: RedactOption = None,
+    vocabulary: VocabularyOption = None,
     diarize: Annotated[
         bool, typer.Option("--diarize", help="label every segment with its speaker")
     ] = False,
@@ -74,6 +83,7 @@ def transcribe(
                 quiet=quiet,
                 chosen=chosen,
                 diarize=diarize,
+                vocabulary=vocabulary or [],
                 fmt=export,
             )
         )
@@ -110,6 +120,7 @@ async def _run(
     quiet: bool,
     chosen: dict[str, str | None],
     diarize: bool = False,
+    vocabulary: list[str] | None = None,
     fmt: TranscriptFormat | None = None,
 ) -> tuple[Transcript, str | None]:
     """The session's transcript, and its text in ``fmt`` when one is asked for."""
@@ -146,7 +157,9 @@ async def _run(
 
     async with AsyncClient(url, api_key, mqtt_url) as client:
         with progress:
-            created = await client.upload(file, prompts, **chosen, diarize=diarize)
+            created = await client.upload(
+                file, prompts, **chosen, diarize=diarize, vocabulary=vocabulary or ()
+            )
             out.print(
                 f"session [bold]{created.sid}[/] (follow it on {created.endpoints.topic_filter})"
             )

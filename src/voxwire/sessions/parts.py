@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 
 from voxwire.blobs import BlobStore
@@ -149,4 +150,5 @@ def _as_upload(request: FinishUpload, data: bytes) -> Upload:
         diarize="true" if bounds is not None else None,
         min_speakers=str(bounds.min_speakers) if bounds and bounds.min_speakers else None,
         max_speakers=str(bounds.max_speakers) if bounds and bounds.max_speakers else None,
+        vocabulary=json.dumps(request.vocabulary) if request.vocabulary else None,
     )

@@ -27,7 +27,7 @@ from voxwire.sessions.opening import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
 from voxwire.wire.topics import JOBS_TOPIC
-from voxwire_client.api import MAX_SPEAKERS, PromptSpec, RedactMode, SpeakerBounds
+from voxwire_client.api import MAX_SPEAKERS, PromptSpec, RedactMode, SpeakerBounds, Vocabulary
 from voxwire_client.messages import (
     ErrorMessage,
     ProgressMessage,
@@ -35,6 +35,7 @@ from voxwire_client.messages import (
 )
 
 _PROMPT_LIST = TypeAdapter(list[PromptSpec | str])
+_VOCABULARY: TypeAdapter[tuple[str, ...]] = TypeAdapter(Vocabulary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,7 @@ class Upload:
     diarize: str | None = None
     min_speakers: str | None = None
     max_speakers: str | None = None
+    vocabulary: str | None = None
 
 
 def redact_mode(raw: str | None) -> RedactMode | None:
@@ -98,6 +100,30 @@ def speaker_bounds(upload: Upload) -> SpeakerBounds | None:
             f"invalid speaker bounds: {exc.errors()[0]['msg']}",
             hint=f"1 <= min_speakers <= max_speakers <= {MAX_SPEAKERS}",
         ) from None
+
+
+def parse_vocabulary(raw: str | None) -> tuple[str, ...]:
+    """``raw`` is a JSON list of words, or words separated by commas."""
+    if raw is None or not raw.strip():
+        return ()
+    text = raw.strip()
+    try:
+        words = (
+            _VOCABULARY.validate_json(text)
+            if text.startswith("[")
+            else (
+                _VOCABULARY.validate_python(tuple(w.strip() for w in text.split(",") if w.strip()))
+            )
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "".join(f"[{p}]" for p in first["loc"])
+        raise InvalidRequestError(
+            f"invalid vocabulary{where}: {first['msg']}",
+            hint='send at most 50 words or names of up to 64 characters, as "ComfyUI, Kubernetes" '
+            'or ["ComfyUI", "Kubernetes"]',
+        ) from None
+    return words
 
 
 def parse_prompts(raw: str | None) -> tuple[PromptSpec, ...]:
@@ -192,6 +218,7 @@ class UploadService:
                 return existing
         self.check_size(len(upload.data))
         prompts = parse_prompts(upload.prompts)
+        vocabulary = parse_vocabulary(upload.vocabulary)
         model = check_model(upload.model, self._settings)
         language = check_language(upload.language or self._settings.engine.language, model)
         redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
@@ -230,6 +257,7 @@ class UploadService:
             prompts=prompts,
             redact=redact,
             diarize=diarize,
+            vocabulary=vocabulary,
         )
         queued = ProgressMessage(
             sid=sid,

@@ -39,6 +39,7 @@ from voxwire_client.api import (
     RedactMode,
     SpeakerBounds,
     StreamRequest,
+    Vocabulary,
 )
 from voxwire_client.topics import validate_sid
 
@@ -69,6 +70,7 @@ class FileJob(_Record):
     diarize: SpeakerBounds | None = Field(
         default=None, description="label every segment with its speaker; None: off"
     )
+    vocabulary: Vocabulary = ()
     first_seq: int = Field(
         default=FIRST_WORKER_SEQ, ge=1, description="seq of the job's first message"
     )

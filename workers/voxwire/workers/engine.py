@@ -36,6 +36,16 @@ class EngineOptions:
     most this many characters of the stream's earlier finals as its prompt,
     after ``initial_prompt`` (0: none). Engines ignore it; the stream session
     applies it (:meth:`~voxwire.workers.stream_pipeline.StreamSession.engine_options`)."""
+    vocabulary: tuple[str, ...] = ()
+    """Words the session expects (names, product terms): they open the decoder's
+    prompt (:attr:`prompt`), which makes the decoder write them as given."""
+
+    @property
+    def prompt(self) -> str | None:
+        """What the decoder is prompted with: the vocabulary ("ComfyUI, Voxwire."),
+        then ``initial_prompt``; None: nothing."""
+        vocabulary = ", ".join(self.vocabulary) + "." if self.vocabulary else ""
+        return " ".join(p for p in (vocabulary, self.initial_prompt or "") if p) or None
 
 
 @dataclass(frozen=True, slots=True)

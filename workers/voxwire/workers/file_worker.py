@@ -214,7 +214,7 @@ class FileWorker:
                 for window in windows_after(finals, message.sid):
                     send(WINDOWS_TOPIC, message.sid, window.encode())
 
-        options = replace(self._options, language=job.language)
+        options = replace(self._options, language=job.language, vocabulary=job.vocabulary)
         try:
             audio = await asyncio.to_thread(load_pcm, self._blobs, job.audio_key)
         except VoxwireError as exc:

@@ -32,6 +32,8 @@ class StreamConfig:
     frame_ms: int = 20
     diarize: bool = False
     max_speakers: int | None = None
+    vocabulary: tuple[str, ...] = ()
+    """Words the stream expects: they open the decoder's prompt (EngineOptions)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.language, str) or not _LANGUAGE.fullmatch(self.language):

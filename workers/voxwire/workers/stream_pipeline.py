@@ -144,7 +144,7 @@ class StreamSession:
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
         self.sid = validate_sid(sid)
-        self.options = replace(options, language=config.language)
+        self.options = replace(options, language=config.language, vocabulary=config.vocabulary)
         self._emit, self._now = emit, now
         self._prompts_changed = resume is not None and resume.prompts is not None
         if resume is not None and resume.prompts is not None:

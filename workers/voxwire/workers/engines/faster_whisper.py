@@ -175,7 +175,7 @@ class FasterWhisperEngine:
                     language=language,
                     beam_size=options.beam_size,
                     temperature=options.temperature,
-                    initial_prompt=options.initial_prompt,
+                    initial_prompt=options.prompt,
                     condition_on_previous_text=False,
                     vad_filter=False,
                     word_timestamps=options.word_timestamps,
@@ -244,7 +244,7 @@ class FasterWhisperEngine:
                     Tokenizer(model.hf_tokenizer, self.multilingual, "transcribe", spoken)
                     for spoken, _prob in detected
                 ]
-                previous = (" " + options.initial_prompt.strip()) if options.initial_prompt else ""
+                previous = (" " + options.prompt.strip()) if options.prompt else ""
                 prompts = [
                     list(
                         model.get_prompt(

@@ -279,8 +279,8 @@ class WhisperCppEngine:
         # "auto" on an English-only model makes whisper.cpp log an error.
         params.language = language if self.multilingual else "en"
         params.temperature = options.temperature
-        if options.initial_prompt:
-            params.initial_prompt = options.initial_prompt
+        if options.prompt:  # after a space, as faster-whisper and Whisper's own code give it
+            params.initial_prompt = " " + options.prompt.strip()
         params.print_progress = False
         params.print_realtime = False
         params.print_timestamps = False
