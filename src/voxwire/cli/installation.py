@@ -15,7 +15,7 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from voxwire.access.keys import NewKey, key_id_of
+from voxwire.access.keys import NewKey
 from voxwire.core.config import Settings
 from voxwire_client.config import config_path, installations
 from voxwire_client.errors import ConfigurationError
@@ -64,7 +64,9 @@ async def client_key(platform: Platform) -> tuple[str, NewKey | None]:
     if known is None:
         _, new = await platform.create_key(DEFAULT_TENANT, "created by voxwire up")
         return new.plaintext, new
-    tenant, key_id = await store.verify_api_key(known), key_id_of(known)
-    if tenant is not None and key_id is not None:
-        await (await platform.adapters.access()).add_key(tenant.id, key_id, known)
+    grant = await store.key_grant(known)
+    if grant is not None:
+        await (await platform.adapters.access()).add_key(
+            grant.tenant_id, grant.key_id, known, device=grant.device
+        )
     return known, None

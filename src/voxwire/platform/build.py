@@ -32,7 +32,7 @@ from typing import Self
 
 import uvicorn
 
-from voxwire.access.keys import NewKey, generate_key
+from voxwire.access.keys import KeyRole, NewKey, generate_key
 from voxwire.core.config import Settings
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.probes import PROBES, serve_probes
@@ -99,15 +99,17 @@ class Platform:
 
     # -- keys ----------------------------------------------------------------------------
 
-    async def create_key(self, tenant_name: str, label: str) -> tuple[str, NewKey]:
-        """A new API key of ``tenant_name`` (created when missing), stored hashed and
-        registered with the broker; (tenant id, key)."""
+    async def create_key(
+        self, tenant_name: str, label: str, role: KeyRole = "tenant"
+    ) -> tuple[str, NewKey]:
+        """A new API key of ``tenant_name`` (created when missing) with ``role``,
+        stored hashed and registered with the broker; (tenant id, key)."""
         store = await self.adapters.store()
         access = await self.adapters.access()
         tenant = await store.tenant_by_name(tenant_name) or await store.create_tenant(tenant_name)
         key = generate_key()
-        await store.add_api_key(tenant.id, key, label)
-        await access.add_key(tenant.id, key.key_id, key.plaintext)
+        await store.add_api_key(tenant.id, key, label, role)
+        await access.add_key(tenant.id, key.key_id, key.plaintext, device=role == "device")
         return tenant.id, key
 
     async def ensure_key(self) -> Bootstrap:
