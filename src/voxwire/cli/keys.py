@@ -99,8 +99,9 @@ def create(
     async def go(platform: Platform) -> None:
         role: KeyRole = "device" if device else "tenant"
         tenant_id, new = await platform.create_key(tenant, device or label, role)
-        what = f"device key {device!r}" if device else "key"
-        console.print(f"{what} id [bold]{new.key_id}[/] for tenant {tenant} ({tenant_id}):")
+        kind = "device key" if device else "key"
+        named = f" ({device})" if device else ""
+        console.print(f"{kind} id [bold]{new.key_id}[/]{named} for tenant {tenant} ({tenant_id}):")
         console.print(new.plaintext, soft_wrap=True)
         console.print(f"[dim]in {installation_name(settings)}; store it now: voxwire keeps only "
                       "its hash[/]")  # fmt: skip
@@ -141,12 +142,7 @@ def revoke(
     settings = _settings(distributed)
 
     async def go(platform: Platform) -> bool:
-        store = await platform.adapters.store()
-        access = await platform.adapters.access()  # reached before anything changes
-        if not await store.revoke_api_key(key_id):
-            return False
-        await access.remove_key(key_id)
-        return True
+        return await platform.revoke_key(key_id)
 
     if not _with_platform(settings, go):
         fail(

@@ -112,6 +112,16 @@ class Platform:
         await access.add_key(tenant.id, key.key_id, key.plaintext, device=role == "device")
         return tenant.id, key
 
+    async def revoke_key(self, key_id: str) -> bool:
+        """Revoke an active key: refused from now on, its MQTT connections closed
+        (Mosquitto, EMQX); False when no active key has that id."""
+        store = await self.adapters.store()
+        access = await self.adapters.access()  # reached before anything changes
+        if not await store.revoke_api_key(key_id):
+            return False
+        await access.remove_key(key_id)
+        return True
+
     async def ensure_key(self) -> Bootstrap:
         """Create a default tenant and key when the store has no active key."""
         store = await self.adapters.store()
