@@ -88,7 +88,7 @@ async def test_a_device_key_may_do_nothing_else_and_is_told_so(
     client, keys, _ = gateway
     sid = (await client.post("/v1/streams", json={}, headers=_auth(keys.one))).json()["sid"]
     for method, path, kwargs in (
-        ("POST", "/v1/search", {"json": {"text": "hello"}}),
+        ("POST", "/v1/search", {"json": {"q": "hello"}}),
         ("GET", "/v1/sessions", {}),
         ("POST", "/v1/tokens", {"json": {"sids": [sid]}}),
         ("POST", "/v1/sessions", {"files": {"file": ("a.wav", b"RIFF")}}),
