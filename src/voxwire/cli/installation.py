@@ -37,9 +37,10 @@ def installation_name(settings: Settings) -> str:
 
 
 async def known_key(store: Store, settings: Settings) -> str | None:
-    """A key that ``store`` accepts, from the client config: this installation's
-    entry first, then ``VOXWIRE_API_KEY``, then any other entry (a first-format
-    file's only key, which then moves under this installation's name)."""
+    """A tenant key that ``store`` accepts (a device key cannot serve the CLI), from
+    the client config: this installation's entry first, then ``VOXWIRE_API_KEY``,
+    then any other entry (a first-format file's only key, which then moves under
+    this installation's name)."""
     try:
         _, entries = installations(config_path())
     except ConfigurationError:
@@ -48,7 +49,8 @@ async def known_key(store: Store, settings: Settings) -> str | None:
     candidates = [own.api_key if own else None, os.environ.get("VOXWIRE_API_KEY")]
     candidates += [entry.api_key for entry in reversed(entries.values())]
     for key in candidates:
-        if key and await store.verify_api_key(key) is not None:
+        grant = await store.key_grant(key) if key else None
+        if grant is not None and not grant.device:
             return key
     return None
 
@@ -66,7 +68,5 @@ async def client_key(platform: Platform) -> tuple[str, NewKey | None]:
         return new.plaintext, new
     grant = await store.key_grant(known)
     if grant is not None:
-        await (await platform.adapters.access()).add_key(
-            grant.tenant_id, grant.key_id, known, device=grant.device
-        )
+        await (await platform.adapters.access()).add_key(grant.tenant_id, grant.key_id, known)
     return known, None

@@ -123,9 +123,10 @@ class Platform:
         return True
 
     async def ensure_key(self) -> Bootstrap:
-        """Create a default tenant and key when the store has no active key."""
+        """Create a default tenant and key when the store has no active tenant key
+        (device keys cannot run the CLI or the web app)."""
         store = await self.adapters.store()
-        if any(k.revoked_at is None for k in await store.list_api_keys()):
+        if any(k.revoked_at is None and k.role == "tenant" for k in await store.list_api_keys()):
             return Bootstrap(key=None)
         _, key = await self.create_key(DEFAULT_TENANT, "created by voxwire up")
         return Bootstrap(key=key)
