@@ -188,5 +188,5 @@ def test_a_device_key_neither_takes_nor_gives_up_another_keys_client_id() -> Non
 def test_a_device_key_is_refused_with_what_it_may_do() -> None:
     refusal = device_refusal("searching")
     assert refusal.code == "forbidden"
-    assert "device key" in refusal.message and "open live streams" in refusal.message
+    assert "device key" in refusal.message and "may only open sessions" in refusal.message
     assert refusal.hint is not None and "--device" in refusal.hint

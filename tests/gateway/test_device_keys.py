@@ -1,6 +1,6 @@
 """Device keys over HTTP and the EMQX hooks, on a real store: a device key opens
-live streams and reaches the sessions it opened, and nothing else of its tenant;
-anything else is answered 403 saying what a device key may do."""
+sessions (live streams, uploads) and reaches the sessions it opened, and nothing
+else of its tenant; anything else is answered 403 saying what a device key may do."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from tests.gateway.gateway_app import gateway_client
+from tests.helpers import EVAL_DIR
 from voxwire.access.keys import generate_key
 from voxwire.access.tokens import TokenIssuer
 from voxwire.store import SqliteStore
@@ -77,6 +78,18 @@ async def test_a_device_key_opens_a_stream_and_reads_only_its_own_sessions(
     refused = await client.post(f"/v1/sessions/{sid}/prompts", json=change, headers=_auth(keys.two))
     assert refused.status_code == 404
 
+    # a file a device uploads is its session too
+    wav = (EVAL_DIR / "audio" / "lhotse_lj_LJ002-0020.wav").read_bytes()
+    files = {"file": ("a.wav", wav)}
+    uploaded = await client.post("/v1/sessions", files=files, headers=_auth(keys.one))
+    assert uploaded.status_code == 201, uploaded.text
+    upload_sid = uploaded.json()["sid"]
+    stored = await store.get_session(upload_sid)
+    assert stored is not None and stored.key_id == keys.one_id
+    assert (
+        await client.get(f"/v1/sessions/{upload_sid}", headers=_auth(keys.two))
+    ).status_code == 404
+
     # a session the tenant key opened is not a device's either
     app_sid = (await client.post("/v1/streams", json={}, headers=_auth(keys.tenant))).json()["sid"]
     assert (await client.get(f"/v1/sessions/{app_sid}", headers=_auth(keys.one))).status_code == 404
@@ -91,14 +104,13 @@ async def test_a_device_key_may_do_nothing_else_and_is_told_so(
         ("POST", "/v1/search", {"json": {"q": "hello"}}),
         ("GET", "/v1/sessions", {}),
         ("POST", "/v1/tokens", {"json": {"sids": [sid]}}),
-        ("POST", "/v1/sessions", {"files": {"file": ("a.wav", b"RIFF")}}),
     ):
         response = await client.request(method, path, headers=_auth(keys.one), **kwargs)
         assert response.status_code == 403, (path, response.text)
         body = response.json()
         assert body["code"] == "forbidden", path
         assert f"{method} {path} is not allowed with a device key" in body["message"]
-        assert "open live streams" in body["message"] and "--device" in body["hint"]
+        assert "may only open sessions" in body["message"] and "--device" in body["hint"]
         allowed = await client.request(method, path, headers=_auth(keys.tenant), **kwargs)
         assert allowed.status_code != 403, path
 

@@ -6,8 +6,9 @@ for each; :mod:`voxwire.core.readiness`) and ``/metrics`` need no key. Every oth
 needs an API key: ``Authorization: Bearer
 <key>`` or ``X-API-Key: <key>``. The routes of one session (``/v1/sessions/{sid}...``) also
 take a session token from ``POST /v1/tokens`` that names it. A device key
-(:data:`~voxwire.access.keys.KeyRole`) may only open live streams (``POST /v1/streams``)
-and use the routes of the sessions it opened; anything else answers 403. Errors are JSON
+(:data:`~voxwire.access.keys.KeyRole`) may only open sessions (``POST /v1/streams``,
+``POST /v1/sessions``) and use the routes of the sessions it opened; anything else
+answers 403. Errors are JSON
 bodies of :class:`ErrorBody`.
 """
 
@@ -171,18 +172,14 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         take(found.id, found.name)
         return found, grant
 
-    async def tenant_key(request: Request) -> tuple[Tenant, KeyGrant]:
-        """The caller's tenant and key, for a tenant key (a device key: 403)."""
+    async def tenant(request: Request) -> Tenant:
+        """The caller's tenant, for a tenant key (a device key: 403)."""
         found, grant = await api_key(request)
         if grant.device:
             raise device_refusal(f"{request.method} {request.url.path}")
-        return found, grant
-
-    async def tenant(request: Request) -> Tenant:
-        return (await tenant_key(request))[0]
+        return found
 
     Caller = Annotated[Tenant, Depends(tenant)]
-    TenantKey = Annotated[tuple[Tenant, KeyGrant], Depends(tenant_key)]
     AnyKey = Annotated[tuple[Tenant, KeyGrant], Depends(api_key)]
 
     async def session_of(sid: str, tenant_id: str, key: KeyGrant | None = None) -> SessionRecord:
@@ -251,7 +248,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     )
     async def create_session(
         request: Request,
-        caller: TenantKey,
+        caller: AnyKey,
         file: Annotated[UploadFile, File(description="audio: WAV, FLAC, MP3, OGG/Opus, M4A")],
         prompts: Annotated[
             str | None, Form(description="JSON list of phrases to listen for")

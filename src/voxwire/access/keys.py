@@ -5,8 +5,8 @@ secret has 256 bits of entropy, so a fast hash is as safe as a slow one and
 keeps every request and MQTT CONNECT cheap. Comparison is constant-time.
 
 A key has a role (:data:`KeyRole`): a tenant key acts for its whole tenant; a
-device key (``voxwire keys create --device NAME``) only opens live streams and
-reaches the sessions it opened (:mod:`voxwire.access.rules`).
+device key (``voxwire keys create --device NAME``) only opens sessions (live
+streams, uploads) and reaches the sessions it opened (:mod:`voxwire.access.rules`).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def matches(plaintext: str, stored_digest: str) -> bool:
 
 KeyRole = Literal["tenant", "device"]
 """What a key may do: ``tenant`` acts for its whole tenant; ``device`` may only open
-live streams and follow and read the sessions it opened itself."""
+sessions (live streams, uploads) and follow and read the sessions it opened itself."""
 
 KEY_ROLES: tuple[KeyRole, ...] = ("tenant", "device")
 
@@ -64,9 +64,9 @@ KEY_ROLES: tuple[KeyRole, ...] = ("tenant", "device")
 def device_refusal(what: str) -> ForbiddenError:
     """The error a device key gets for ``what`` (e.g. ``"searching"``), saying what it may do."""
     return ForbiddenError(
-        f"{what} is not allowed with a device key: a device key may only open live streams "
-        "(POST /v1/streams or the MQTT open_stream request), send their audio and prompt "
-        "changes, and follow and read the sessions it opened",
+        f"{what} is not allowed with a device key: a device key may only open sessions "
+        "(POST /v1/streams, POST /v1/sessions, or over MQTT open_stream and finish_upload), "
+        "send their audio and prompt changes, and follow and read the sessions it opened",
         hint="use a tenant key (`voxwire keys create` without --device) for this",
     )
 

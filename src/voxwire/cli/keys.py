@@ -1,8 +1,8 @@
 """``voxwire keys``: create, list and revoke API keys (stored hashed).
 
 A key acts for its whole tenant, unless it is a device key (``--device NAME``):
-that one may only open live streams, send their audio and follow and read the
-sessions it opened (:mod:`voxwire.access.keys`).
+that one may only open sessions (live streams, uploads), send their audio and
+follow and read the sessions it opened (:mod:`voxwire.access.keys`).
 
 The keys live in the store the settings name (``store``): the embedded SQLite
 store, or with ``--distributed`` (or ``VOXWIRE_MODE=distributed``) the
@@ -84,7 +84,7 @@ def create(
     device: Annotated[
         str | None,
         typer.Option(
-            help="a device key named NAME (its label): it may only open live streams and "
+            help="a device key named NAME (its label): it may only open sessions and "
             "read the sessions it opened",
             metavar="NAME",
         ),
