@@ -8,8 +8,7 @@ needs an API key: ``Authorization: Bearer
 take a session token from ``POST /v1/tokens`` that names it. A device key
 (:data:`~voxwire.access.keys.KeyRole`) may only open sessions (``POST /v1/streams``,
 ``POST /v1/sessions``) and use the routes of the sessions it opened; anything else
-answers 403. Errors are JSON
-bodies of :class:`ErrorBody`.
+answers 403. Errors are JSON bodies of :class:`ErrorBody`.
 """
 
 import asyncio
