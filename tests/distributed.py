@@ -261,6 +261,26 @@ class DistributedPlatform:
 
         return asyncio.run(create())
 
+    def new_device_key(self, device: str) -> str:
+        """A device key of the default tenant (``voxwire keys create --device``)."""
+        from voxwire.platform import build
+
+        async def create() -> str:
+            async with build(self.settings) as platform:
+                _, key = await platform.create_key("default", device, "device")
+            return key.plaintext
+
+        return asyncio.run(create())
+
+    def revoke_key(self, key_id: str) -> None:
+        from voxwire.platform import build
+
+        async def revoke() -> None:
+            async with build(self.settings) as platform:
+                assert await platform.revoke_key(key_id)
+
+        asyncio.run(revoke())
+
 
 # -- what the fault tests check ---------------------------------------------------------
 

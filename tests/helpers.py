@@ -161,6 +161,14 @@ class PlatformThread:
 
         return str(self.call(go()))
 
+    def new_device_key(self, device: str) -> str:
+        """A device key of the default tenant (``voxwire keys create --device``)."""
+        _, key = self.call(self.platform.create_key("default", device, "device"))
+        return str(key.plaintext)
+
+    def revoke_key(self, key_id: str) -> None:
+        assert self.call(self.platform.revoke_key(key_id))
+
 
 @dataclass
 class Received:

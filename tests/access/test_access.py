@@ -1,5 +1,6 @@
-from tests.access.lookups import lookup
-from voxwire.access.owners import CachedOwners
+from tests.access.lookups import lookup, owners
+from voxwire.access.keys import KeyGrant, device_refusal
+from voxwire.access.owners import CachedOwners, SessionOwner
 from voxwire.access.principal import Principal
 from voxwire.access.rules import (
     SERVICE_USER,
@@ -10,13 +11,15 @@ from voxwire.access.rules import (
 )
 
 OWNERS = {"s_a": "t_alice", "s_b": "t_bob"}
-auth = PlatformAuthenticator("secret", lookup({"key-alice": "t_alice"}))
-authz = SessionAuthorizer(lookup(OWNERS))
+auth = PlatformAuthenticator("secret", lookup({"key-alice": KeyGrant("0a1b2c3d", "t_alice")}))
+authz = SessionAuthorizer(owners(OWNERS))
 alice = Principal("t_alice")
 
 
 async def test_authentication() -> None:
-    assert await auth.authenticate("c", "apikey", "key-alice") == alice
+    assert await auth.authenticate("c", "apikey", "key-alice") == Principal(
+        "t_alice", key_id="0a1b2c3d"
+    )
     assert await auth.authenticate("c", "apikey", "wrong") is None
     assert await auth.authenticate("c", None, None) is None
     assert await auth.authenticate("c", SERVICE_USER, "secret") == Principal(SERVICE_USER, True)
@@ -36,9 +39,9 @@ async def test_tenants_reach_only_their_sessions() -> None:
 
 async def test_a_key_reaches_only_its_own_query_topics() -> None:
     key = "vxk_0a1b2c3d_secretsecret"
-    keyed = await PlatformAuthenticator("secret", lookup({key: "t_alice"})).authenticate(
-        "c", "x", key
-    )
+    keyed = await PlatformAuthenticator(
+        "secret", lookup({key: KeyGrant("0a1b2c3d", "t_alice")})
+    ).authenticate("c", "x", key)
     assert keyed == Principal("t_alice", key_id="0a1b2c3d")
     assert await authz.allow(keyed, "query/0a1b2c3d/q1/request", "publish")
     assert await authz.allow(keyed, "query/0a1b2c3d/q1/result", "subscribe")
@@ -68,24 +71,25 @@ async def test_a_key_reaches_only_its_own_query_topics() -> None:
 
 
 async def test_found_owners_are_kept_a_while_and_missing_ones_are_not() -> None:
-    table, asked, now = {"s_a": "t_alice"}, [], [0.0]
+    alice_s, bob_s = SessionOwner("t_alice"), SessionOwner("t_bob", "0a1b2c3d")
+    table, asked, now = {"s_a": alice_s}, [], [0.0]
 
-    async def owner_of(sid: str) -> str | None:
+    async def owner_of(sid: str) -> SessionOwner | None:
         asked.append(sid)
         return table.get(sid)
 
-    owners = CachedOwners(owner_of, ttl_s=10, clock=lambda: now[0])
-    assert await owners("s_a") == "t_alice" and await owners("s_a") == "t_alice"
-    assert await owners("s_new") is None
-    table["s_new"] = "t_bob"  # created after a miss: found at once
-    assert await owners("s_new") == "t_bob"
+    cached = CachedOwners(owner_of, ttl_s=10, clock=lambda: now[0])
+    assert await cached("s_a") == alice_s and await cached("s_a") == alice_s
+    assert await cached("s_new") is None
+    table["s_new"] = bob_s  # created after a miss: found at once
+    assert await cached("s_new") == bob_s
     assert asked == ["s_a", "s_new", "s_new"]
     now[0] = 10.0
-    assert await owners("s_a") == "t_alice"  # expired: asked again
+    assert await cached("s_a") == alice_s  # expired: asked again
     assert asked == ["s_a", "s_new", "s_new", "s_a"]
 
     asked.clear()
-    table["s_c"] = "t_carol"
+    table["s_c"] = SessionOwner("t_carol")
     small = CachedOwners(owner_of, ttl_s=100, max_size=2, clock=lambda: now[0])
     for sid in ("s_a", "s_new", "s_c", "s_new", "s_c", "s_a"):  # s_c makes s_a go
         assert await small(sid) == table[sid]
@@ -94,7 +98,9 @@ async def test_found_owners_are_kept_a_while_and_missing_ones_are_not() -> None:
 
 async def test_a_key_may_have_to_connect_with_its_id_as_username() -> None:
     key = "vxk_0a1b2c3d_secretsecret"
-    strict = PlatformAuthenticator("secret", lookup({key: "t_alice"}), key_id_as_username=True)
+    strict = PlatformAuthenticator(
+        "secret", lookup({key: KeyGrant("0a1b2c3d", "t_alice")}), key_id_as_username=True
+    )
     assert await strict.authenticate("c", "0a1b2c3d", key) == Principal(
         "t_alice", key_id="0a1b2c3d"
     )
@@ -129,3 +135,58 @@ def test_a_client_id_goes_only_to_the_principal_whose_session_holds_it() -> None
     assert may_take_client_id(alice, None)
     assert may_take_client_id(alice, Principal("t_alice", key_id="0a1b2c3d"))
     assert not may_take_client_id(alice, Principal("t_bob"))
+
+
+DEVICE_OWNERS = {
+    "s_d1": SessionOwner("t_alice", "d1d1d1d1"),  # opened by device key d1
+    "s_d2": SessionOwner("t_alice", "d2d2d2d2"),  # opened by device key d2
+    "s_app": SessionOwner("t_alice", "0a1b2c3d"),  # opened by alice's tenant key
+    "s_old": SessionOwner("t_alice"),  # made before keys were recorded
+    "s_bob": SessionOwner("t_bob", "d1d1d1d1"),
+}
+
+
+async def test_a_device_key_reaches_only_the_sessions_it_opened() -> None:
+    key = "vxk_d1d1d1d1_secretsecret"
+    authn = PlatformAuthenticator(
+        "secret", lookup({key: KeyGrant("d1d1d1d1", "t_alice", "device")})
+    )
+    device = await authn.authenticate("c", "x", key)
+    assert device == Principal("t_alice", key_id="d1d1d1d1", device=True)
+    rules = SessionAuthorizer(lookup(DEVICE_OWNERS))
+    assert await rules.allow(device, "transcription/s_d1/+", "subscribe")
+    assert await rules.allow(device, "transcription/s_d1/result", "receive")
+    assert await rules.allow(device, "audio/s_d1/chunk/0", "publish")
+    assert await rules.allow(device, "audio/s_d1/control", "publish")
+    assert await rules.allow(device, "query/d1d1d1d1/q1/request", "publish")  # open_stream
+    for sid in ("s_d2", "s_app", "s_old", "s_bob", "s_unknown"):
+        for topic, action in (
+            (f"transcription/{sid}/+", "subscribe"),
+            (f"transcription/{sid}/result", "receive"),
+            (f"audio/{sid}/chunk/0", "publish"),
+            (f"audio/{sid}/control", "publish"),
+        ):
+            assert not await rules.allow(device, topic, action), (topic, action)  # type: ignore[arg-type]
+    # the tenant's own keys still reach every session of the tenant, devices' too
+    tenant_key = Principal("t_alice", key_id="0a1b2c3d")
+    for sid in ("s_d1", "s_d2", "s_app", "s_old"):
+        assert await rules.allow(tenant_key, f"transcription/{sid}/+", "subscribe")
+    assert not await rules.allow(tenant_key, "transcription/s_bob/+", "subscribe")
+
+
+def test_a_device_key_neither_takes_nor_gives_up_another_keys_client_id() -> None:
+    d1 = Principal("t_alice", key_id="d1d1d1d1", device=True)
+    d2 = Principal("t_alice", key_id="d2d2d2d2", device=True)
+    tenant_key = Principal("t_alice", key_id="0a1b2c3d")
+    assert may_take_client_id(d1, d1)
+    assert may_take_client_id(d1, None)
+    assert not may_take_client_id(d2, d1)
+    assert not may_take_client_id(tenant_key, d1)
+    assert not may_take_client_id(d1, tenant_key)
+
+
+def test_a_device_key_is_refused_with_what_it_may_do() -> None:
+    refusal = device_refusal("searching")
+    assert refusal.code == "forbidden"
+    assert "device key" in refusal.message and "may only open sessions" in refusal.message
+    assert refusal.hint is not None and "--device" in refusal.hint

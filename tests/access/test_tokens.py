@@ -5,7 +5,7 @@ from __future__ import annotations
 import jwt
 import pytest
 
-from tests.access.lookups import lookup
+from tests.access.lookups import lookup, owners
 from voxwire.access.principal import Principal
 from voxwire.access.rules import PlatformAuthenticator, SessionAuthorizer
 from voxwire.access.tokens import MAX_TTL_S, TokenError, TokenIssuer, load_secret, looks_like_token
@@ -74,7 +74,7 @@ async def test_the_broker_lets_a_token_reach_only_its_sessions_until_it_expires(
     assert principal == Principal(
         "t_alice", sids=frozenset({"s_a", "s_c"}), expires_at=grant.expires_at
     )
-    authz = SessionAuthorizer(lookup(OWNERS), now=clock)
+    authz = SessionAuthorizer(owners(OWNERS), now=clock)
     assert await authz.allow(principal, "transcription/s_a/+", "subscribe")
     assert await authz.allow(principal, "audio/s_a/chunk/0", "publish")
     assert not await authz.allow(

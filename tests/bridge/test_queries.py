@@ -239,3 +239,44 @@ async def test_a_file_that_is_not_audio_fails_its_session_with_the_decoder_error
     session = await bridge.store.get_session(sid)
     assert session is not None and session.status == SessionStatus.FAILED
     assert bridge.blobs.names(sid, "part_") == {}
+
+
+async def test_a_device_key_opens_sessions_and_reads_only_its_own_transcripts(
+    bridge: Bridge,
+) -> None:
+    store, app = bridge.store, bridge.key  # the fixture's key is a tenant key
+    assert bridge.tenant is not None
+    one, two = generate_key(), generate_key()
+    await store.add_api_key(bridge.tenant.id, one, "mic-one", "device")
+    await store.add_api_key(bridge.tenant.id, two, "mic-two", "device")
+    asked = 0
+
+    async def ask(key_id: str, qid: str, body: bytes) -> QueryResult:
+        nonlocal asked
+        await bridge.ask(key_id, qid, body)
+        asked += 1
+        return await bridge.answered(asked)
+
+    opened = await ask(one.key_id, "open", b'{"op": "open_stream", "stream": {}}')
+    assert opened.stream is not None, opened
+    sid = opened.stream.sid
+    session = await store.get_session(sid)
+    assert session is not None and session.key_id == one.key_id
+    read = json.dumps({"op": "transcript", "sid": sid}).encode()
+    assert (await ask(one.key_id, "read", read)).transcript is not None
+    assert (await ask(app.key_id, "read-app", read)).transcript is not None
+    peek = await ask(two.key_id, "peek", read)
+    assert peek.transcript is None and peek.error is not None
+    assert peek.error.code == "not_found"
+    search = await ask(two.key_id, "search", b'{"q": "hello"}')
+    assert search.page is None and search.error is not None
+    assert search.error.code == "forbidden" and "device key" in search.error.message
+
+    # a file a device uploads in parts is its session too
+    data = b"RIFF-not-really-audio"  # a session all the same (failed, audio_unsupported)
+    record = ClientPublish(topic=upload_part_topic(one.key_id, "rec", 0), payload=data)
+    await bridge.bus.produce(QUERIES_TOPIC, one.key_id, record.encode())
+    finish = {"op": "finish_upload", "upload": "rec", "parts": 1, "filename": "a.wav"}
+    await ask(one.key_id, "rec-done", json.dumps(finish).encode())
+    uploaded = await store.get_session(upload_sid(one.key_id, "rec"))
+    assert uploaded is not None and uploaded.key_id == one.key_id

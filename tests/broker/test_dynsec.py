@@ -155,6 +155,45 @@ async def test_a_key_made_before_a_topic_was_added_gets_it_when_its_role_is_comp
         service.close()
 
 
+async def test_a_device_key_follows_only_the_sessions_it_opened(
+    access: DynsecAccess, dynsec_broker: int
+) -> None:
+    """A device key has no tenant role: of its tenant's sessions it reaches only
+    those granted to it, while the tenant's own keys reach them all."""
+    await access.add_key("t1", "d1", "secret-d1", device=True)
+    await access.add_key("t1", "d2", "secret-d2", device=True)
+    await access.add_key("t1", "k1", "secret-1")
+    await access.grant_session("t1", "s1", device_key="d1")
+    await access.grant_session("t1", "s2", device_key="d2")
+    service = PahoClient(dynsec_broker, "svc", "service", "service-pw", protocol=paho.MQTTv5)
+    d1, d2 = _client(dynsec_broker, "d1", "secret-d1"), _client(dynsec_broker, "d2", "secret-d2")
+    tenant_key = _client(dynsec_broker, "k1", "secret-1")
+    clients = (service, d1, d2, tenant_key)
+    try:
+        for client in clients:
+            assert not client.connect().is_failure
+        for client in (d1, d2, tenant_key):
+            client.subscribe("transcription/s1/#")
+        service.publish("transcription/s1/result", b"for d1")
+        for client in (d1, tenant_key):
+            message = client.next_message()
+            assert message is not None and message.payload == b"for d1"
+        assert d2.next_message(timeout=0.5) is None  # d1's session: never delivered to d2
+
+        service.subscribe("audio/s1/#")
+        d2.publish("audio/s1/control", b"from d2")
+        d1.publish("audio/s1/control", b"from d1")
+        message = service.next_message()
+        assert message is not None and message.payload == b"from d1"
+        assert service.next_message(timeout=0.5) is None
+    finally:
+        for client in clients:
+            client.close()
+
+    await access.remove_key("d1")
+    assert _client(dynsec_broker, "d1", "secret-d1").connect().is_failure
+
+
 async def test_expired_tokens_are_removed(access: DynsecAccess, dynsec_broker: int) -> None:
     expired = SessionToken("tok-a", "t1", frozenset({"s1"}), expires_at=100, token_id="a")
     live = SessionToken("tok-b", "t1", frozenset({"s2"}), expires_at=10**10, token_id="b")

@@ -201,3 +201,39 @@ async def test_up_distributed_keeps_its_key_until_it_is_revoked(
     assert revoked.returncode == 0, revoked.stderr
     second, created = await start()
     assert created and second != first
+
+
+def test_a_device_key_is_created_listed_with_its_role_and_revoked(
+    operator_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = operator_env
+    created = _voxwire(env, "keys", "create", "--distributed", "--device", "kitchen-mic")
+    assert created.returncode == 0, created.stderr
+    found = re.search(r"device key id (\w+) \(kitchen-mic\)", created.stdout)
+    key = re.search(r"vxk_\w+_[\w-]+", created.stdout)
+    assert found and key, created.stdout
+    key_id, key_text = found.group(1), key.group(0)
+
+    listed = _voxwire(env, "keys", "list", "--distributed")
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if key_id in line)
+    assert "device" in row and "kitchen-mic" in row, listed.stdout
+
+    device = Device(env["VOXWIRE_MQTT_URL"], key_id, key_text)
+    try:
+        assert not device.connect().is_failure  # Mosquitto knows it
+    finally:
+        device.close()
+    namespace, dsn = env["VOXWIRE_NAMESPACE"], env["VOXWIRE_POSTGRES_DSN"]
+    assert asyncio.run(_emqx_authn(namespace, dsn, tmp_path, key_id, key_text)) == "allow/allow"
+    revoked = _voxwire(env, "keys", "revoke", key_id, "--distributed")
+    assert revoked.returncode == 0, revoked.stderr
+    assert asyncio.run(_emqx_authn(namespace, dsn, tmp_path, key_id, key_text)) == "deny/deny"
+    again = Device(env["VOXWIRE_MQTT_URL"], key_id, key_text)
+    try:
+        assert again.connect().is_failure, "Mosquitto let the revoked device key connect"
+    finally:
+        again.close()
+
+    nameless = _voxwire(env, "keys", "create", "--distributed", "--device", " ")
+    assert nameless.returncode == 1 and "--device needs a name" in nameless.stderr

@@ -122,8 +122,9 @@ def test_exports_show_the_speakers_of_a_stored_transcript(platform: Platform) ->
     ]
 
     async def store_it(store: Store) -> None:
-        tenant = await store.tenant_id_for_key(platform.api_key)
-        assert tenant is not None
+        grant = await store.key_grant(platform.api_key)
+        assert grant is not None
+        tenant = grant.tenant_id
         now = datetime.now(UTC)
         await store.create_session(SessionRecord(sid, tenant, SessionStatus.COMPLETED, now))
         for i, (speaker, start, end, text) in enumerate(said):

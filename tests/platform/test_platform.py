@@ -138,6 +138,26 @@ async def test_ensure_key_creates_the_first_key_only(tmp_path: Path) -> None:
     assert again_after_stop.key is None
 
 
+async def test_a_device_key_is_no_key_for_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store holding only a device key gets a tenant key at start-up, and a device
+    key in ``VOXWIRE_API_KEY`` is not taken for the client config."""
+    from voxwire.cli.installation import known_key
+
+    settings = Settings(data_dir=tmp_path)
+    async with build(settings) as platform:
+        _, device = await platform.create_key("default", "kitchen-mic", "device")
+        boot = await platform.ensure_key()
+        assert boot.key is not None and boot.key.key_id != device.key_id
+        store = await platform.adapters.store()
+        monkeypatch.setenv("VOXWIRE_CONFIG_DIR", str(tmp_path / "config"))
+        monkeypatch.setenv("VOXWIRE_API_KEY", device.plaintext)
+        assert await known_key(store, settings) is None
+        monkeypatch.setenv("VOXWIRE_API_KEY", boot.key.plaintext)
+        assert await known_key(store, settings) == boot.key.plaintext
+
+
 def test_clients_are_told_the_broker_the_settings_choose() -> None:
     embedded = Settings(host="0.0.0.0", public_host="vx.example", mqtt_port=1999, ws_port=2000)
     assert embedded.broker_urls == ("mqtt://vx.example:1999", "ws://vx.example:2000/mqtt")

@@ -16,7 +16,8 @@ from tests.store import (
     postgres_store,
     require,
 )
-from voxwire.access.keys import generate_key
+from voxwire.access.keys import KeyGrant, generate_key
+from voxwire.access.owners import SessionOwner
 from voxwire.core.errors import StoreError
 from voxwire.store import SessionRecord
 from voxwire.store.postgres import PostgresStore
@@ -145,9 +146,9 @@ async def test_lookups_for_the_broker_auth_endpoint() -> None:
         key = generate_key()
         await store.add_api_key(tenant.id, key, "device")
         await store.create_session(_session("a1", tenant.id))
-        assert await store.tenant_id_for_key(key.plaintext) == tenant.id
-        assert await store.tenant_id_for_key("vxk_nope") is None
-        assert await store.session_owner("a1") == tenant.id
+        assert await store.key_grant(key.plaintext) == KeyGrant(key.key_id, tenant.id)
+        assert await store.key_grant("vxk_nope") is None
+        assert await store.session_owner("a1") == SessionOwner(tenant.id)
         assert await store.session_owner("a2") is None
 
 

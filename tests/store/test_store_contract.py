@@ -13,7 +13,8 @@ import pytest
 
 from tests.broker.conftest import PahoClient
 from tests.store import fresh_schema, pg_query, postgres_store
-from voxwire.access.keys import generate_key
+from voxwire.access.keys import KeyGrant, generate_key
+from voxwire.access.owners import SessionOwner
 from voxwire.access.tokens import issuer_for
 from voxwire.core.config import Settings
 from voxwire.platform.brokers import embedded_broker
@@ -104,8 +105,8 @@ async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
     key = generate_key()
     await store.add_api_key(tenant.id, key, "test")
     assert (await store.verify_api_key(key.plaintext)) == tenant
-    assert await store.key_tenant(key.key_id) == tenant.id
-    assert await store.key_tenant("00000000") is None
+    assert await store.active_key(key.key_id) == KeyGrant(key.key_id, tenant.id, "tenant")
+    assert await store.active_key("00000000") is None
     assert await store.key_issued(key.key_id) and not await store.key_issued("00000000")
     assert await store.verify_api_key(key.plaintext + "x") is None
     assert await store.verify_api_key("garbage") is None
@@ -115,7 +116,7 @@ async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
     assert [k.id for k in await store.list_api_keys()] == [key.key_id]
     assert await store.revoke_api_key(key.key_id)
     assert await store.verify_api_key(key.plaintext) is None
-    assert await store.key_tenant(key.key_id) is None
+    assert await store.active_key(key.key_id) is None
     assert await store.key_issued(key.key_id)
     assert not await store.revoke_api_key(key.key_id)
     (info,) = await store.list_api_keys()
@@ -123,21 +124,53 @@ async def test_keys_are_hashed_and_revocable(backend: Backend) -> None:
 
 
 async def test_the_brokers_lookups(backend: Backend) -> None:
-    """What access checks ask: the tenant of a key, the owner of a session."""
+    """What access checks ask: what a key acts as, the owner of a session."""
     store = backend.store
     acme, other = await store.create_tenant("acme"), await store.create_tenant("other")
     key = generate_key()
     await store.add_api_key(acme.id, key, "test")
     await _session(store, "s_acme", acme.id)
     await _session(store, "s_other", other.id)
-    assert await store.tenant_id_for_key(key.plaintext) == acme.id
+    assert await store.key_grant(key.plaintext) == KeyGrant(key.key_id, acme.id, "tenant")
     for wrong in (key.plaintext + "x", "vxk_nope", "garbage", ""):
-        assert await store.tenant_id_for_key(wrong) is None, wrong
-    assert await store.session_owner("s_acme") == acme.id
-    assert await store.session_owner("s_other") == other.id
+        assert await store.key_grant(wrong) is None, wrong
+    assert await store.session_owner("s_acme") == SessionOwner(acme.id)
+    assert await store.session_owner("s_other") == SessionOwner(other.id)
     assert await store.session_owner("s_nobody") is None
     assert await store.revoke_api_key(key.key_id)
-    assert await store.tenant_id_for_key(key.plaintext) is None
+    assert await store.key_grant(key.plaintext) is None
+
+
+async def test_a_device_key_and_the_sessions_it_opens(backend: Backend) -> None:
+    """A key's role is stored and listed; a session records the key that opened it."""
+    store = backend.store
+    acme = await store.create_tenant("acme")
+    device, tenant_key = generate_key(), generate_key()
+    info = await store.add_api_key(acme.id, device, "kitchen-mic", "device")
+    await store.add_api_key(acme.id, tenant_key, "app")
+    assert (info.role, info.label) == ("device", "kitchen-mic")
+    assert {k.id: k.role for k in await store.list_api_keys()} == {
+        device.key_id: "device",
+        tenant_key.key_id: "tenant",
+    }
+    grant = await store.key_grant(device.plaintext)
+    assert grant == KeyGrant(device.key_id, acme.id, "device") and grant.device
+    assert await store.active_key(device.key_id) == grant
+    await store.create_session(
+        SessionRecord(
+            sid="s_dev",
+            tenant_id=acme.id,
+            status=SessionStatus.QUEUED,
+            created_at=datetime.now(UTC),
+            key_id=device.key_id,
+        )
+    )
+    assert await store.session_owner("s_dev") == SessionOwner(acme.id, device.key_id)
+    found = await store.get_session("s_dev")
+    assert found is not None and found.key_id == device.key_id
+    assert found.owner == SessionOwner(acme.id, device.key_id)
+    assert await store.revoke_api_key(device.key_id)
+    assert await store.key_grant(device.plaintext) is None
 
 
 async def test_tenants_by_id_and_name(backend: Backend) -> None:
@@ -213,7 +246,8 @@ async def test_fatal_error_fails_the_session(backend: Backend) -> None:
         2,
     )
     assert (
-        await store.session_owner("s2") == tenant.id and await store.session_owner("nope") is None
+        await store.session_owner("s2") == SessionOwner(tenant.id)
+        and await store.session_owner("nope") is None
     )
 
 

@@ -11,8 +11,10 @@ answers each with a :class:`~voxwire_client.api.QueryResult` (a page of hits,
 the stream opened, the transcript, or an error), published QoS 1 and retained
 for ``RESULT_EXPIRY_S`` so a client that subscribes after asking still gets it.
 Everything is scoped to the tenant of the key, looked up when the request is
-served: a key revoked meanwhile gets an error. A request is committed once its
-answer is acknowledged by the broker.
+served: a key revoked meanwhile gets an error. A device key may open streams
+and read the transcripts of the sessions it opened; a search, or another
+session's transcript, is answered with an error (``forbidden``, ``not_found``).
+A request is committed once its answer is acknowledged by the broker.
 
 Delivery is at least once, so a request may be served twice (after a restart):
 a search is answered again, and a stream request opens its stream once, since
@@ -45,6 +47,8 @@ from typing import Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
+from voxwire.access.keys import KeyGrant, device_refusal
+from voxwire.access.rules import key_principal, owns
 from voxwire.bus import Bus, Record, commit_or_warn
 from voxwire.core.config import Settings
 from voxwire.core.errors import NotFoundError, RecordError, VoxwireError
@@ -174,12 +178,12 @@ class QueryService:
         )
         self.answered += 1
 
-    async def _key_tenant(self, key_id: str, qid: str) -> str | QueryResult | None:
-        """The tenant of ``key_id``; else the error to answer, or None for a key
+    async def _key(self, key_id: str, qid: str) -> KeyGrant | QueryResult | None:
+        """What ``key_id`` acts as; else the error to answer, or None for a key
         of another installation (left to it)."""
-        tenant_id = await self._store.key_tenant(key_id)
-        if tenant_id is not None:
-            return tenant_id
+        key = await self._store.active_key(key_id)
+        if key is not None:
+            return key
         if not await self._store.key_issued(key_id):
             log.debug("query %s: key %s was not issued here; left to its own", qid, key_id)
             return None
@@ -189,9 +193,9 @@ class QueryService:
         """Keep a part of a file uploaded over MQTT; only a part that cannot be
         kept is answered (with its error, on its upload's result topic: None
         when there is nothing to answer)."""
-        tenant_id = await self._key_tenant(topic.key_id, topic.qid)
-        if not isinstance(tenant_id, str):
-            return tenant_id
+        key = await self._key(topic.key_id, topic.qid)
+        if not isinstance(key, KeyGrant):
+            return key
         assert topic.part is not None
         try:
             await self._parts.put(topic.key_id, topic.qid, topic.part, data)
@@ -201,9 +205,9 @@ class QueryService:
 
     async def _answer(self, key_id: str, qid: str, payload: bytes) -> QueryResult | None:
         """The answer, or None for a key of another installation."""
-        tenant_id = await self._key_tenant(key_id, qid)
-        if not isinstance(tenant_id, str):
-            return tenant_id
+        key = await self._key(key_id, qid)
+        if not isinstance(key, KeyGrant):
+            return key
         try:
             request = parse_request(payload)
         except ValidationError as exc:
@@ -212,34 +216,34 @@ class QueryService:
             return _error(qid, "invalid_request", f"{where}: {first['msg']}")
         try:
             if isinstance(request, SearchQuery):
-                return QueryResult(qid=qid, page=await self._index.search(tenant_id, request))
-            return await self._session_request(key_id, qid, tenant_id, request)
+                if key.device:
+                    raise device_refusal("searching")
+                return QueryResult(qid=qid, page=await self._index.search(key.tenant_id, request))
+            return await self._session_request(key, qid, request)
         except VoxwireError as exc:
             if exc.code == "search":
                 log.error("query %s failed: %s", qid, exc)
             return _error(qid, exc.code, exc.message, exc.hint, exc.sid)
 
-    async def _session_request(
-        self, key_id: str, qid: str, tenant_id: str, request: Request
-    ) -> QueryResult:
+    async def _session_request(self, key: KeyGrant, qid: str, request: Request) -> QueryResult:
         if isinstance(request, UploadStatus):
-            return QueryResult(qid=qid, upload=await self._parts.status(key_id, request.upload))
+            return QueryResult(qid=qid, upload=await self._parts.status(key.key_id, request.upload))
         if isinstance(request, OpenStream | FinishUpload):
-            tenant = await self._store.get_tenant(tenant_id)
+            tenant = await self._store.get_tenant(key.tenant_id)
             if tenant is None:
                 raise NotFoundError("the key's tenant is gone")
             if isinstance(request, FinishUpload):
-                session = await self._parts.finish(tenant, key_id, request)
-                log.info("upload %s finished over MQTT (key %s)", session.sid, key_id)
+                session = await self._parts.finish(tenant, key, request)
+                log.info("upload %s finished over MQTT (key %s)", session.sid, key.key_id)
                 where = endpoints(self._settings, session.sid)
                 created = SessionCreated(**session_info(session).model_dump(), endpoints=where)
                 return QueryResult(qid=qid, session=created)
-            sid = stream_sid(key_id, qid)
-            session = await self._streams.start(tenant, request.stream, sid=sid)
-            log.info("stream %s opened over MQTT (key %s)", session.sid, key_id)
+            sid = stream_sid(key.key_id, qid)
+            session = await self._streams.start(tenant, request.stream, sid=sid, key=key)
+            log.info("stream %s opened over MQTT (key %s)", session.sid, key.key_id)
             return QueryResult(qid=qid, stream=stream_created(self._settings, session))
         found = await self._store.get_session(request.sid)
-        if found is None or found.tenant_id != tenant_id:
+        if found is None or not owns(key_principal(key), found.owner):
             raise NotFoundError(f"no session {request.sid}", sid=request.sid)
         return QueryResult(qid=qid, transcript=await transcript_of(self._store, found))
 

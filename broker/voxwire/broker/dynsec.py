@@ -3,7 +3,9 @@
 In distributed mode with Mosquitto, the broker itself enforces who may do what:
 
 - every API key is a dynsec *client* (username = key id, password = the key),
-  with the role of its tenant; a revoked key's client is deleted;
+  with the role of its tenant; a revoked key's client is deleted; a device key
+  has no tenant role, only its own (below), which gets the topics of each
+  session the device opens;
 - every session token (:mod:`voxwire.access.tokens`) is a client (username
   ``tok-<expires at>-<id>``, password = the token) with a role of its own
   for its sessions' topics; :meth:`DynsecAccess.remove_expired_tokens`
@@ -154,7 +156,8 @@ class DynsecAccess:
         self.command("createRole", rolename=role_name(tenant_id))
 
     def _key_role(self, key_id: str) -> str:
-        """The key's own role (its query topics), made or completed; its name."""
+        """The key's own role (its query topics, and a device key's sessions), made or
+        completed; its name."""
         own = key_role_name(key_id)
         self.command("createRole", rolename=own)
         for acltype, topic in (
@@ -173,7 +176,9 @@ class DynsecAccess:
         gateway does it when it starts; what a role has already is left as is)."""
         await asyncio.to_thread(lambda: [self._key_role(key_id) for key_id in key_ids])
 
-    async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None:
+    async def add_key(
+        self, tenant_id: str, key_id: str, plaintext: str, *, device: bool = False
+    ) -> None:
         def go() -> None:
             self._ensure_role(tenant_id)
             own = self._key_role(key_id)
@@ -181,7 +186,9 @@ class DynsecAccess:
                 "createClient",
                 username=key_id,
                 password=plaintext,
-                roles=[{"rolename": role_name(tenant_id)}, {"rolename": own}],
+                roles=[{"rolename": own}]
+                if device
+                else [{"rolename": role_name(tenant_id)}, {"rolename": own}],
             )
 
         await asyncio.to_thread(go)
@@ -193,12 +200,14 @@ class DynsecAccess:
 
         await asyncio.to_thread(go)
 
-    async def grant_session(self, tenant_id: str, sid: str) -> None:
+    async def grant_session(self, tenant_id: str, sid: str, device_key: str | None = None) -> None:
         role = role_name(tenant_id)
 
         def go() -> None:
             self._ensure_role(tenant_id)
             self._allow_session(role, sid)
+            if device_key is not None:
+                self._allow_session(key_role_name(device_key), sid)
 
         await asyncio.to_thread(go)
 

@@ -86,14 +86,16 @@ class EmqxAdmin:
 
     # -- AccessControl ------------------------------------------------------------
 
-    async def add_key(self, tenant_id: str, key_id: str, plaintext: str) -> None:
+    async def add_key(
+        self, tenant_id: str, key_id: str, plaintext: str, *, device: bool = False
+    ) -> None:
         return None  # the hooks read the store
 
     async def remove_key(self, key_id: str) -> None:
         for clientid in await self.connections_of(key_id):
             await self.kick(clientid)
 
-    async def grant_session(self, tenant_id: str, sid: str) -> None:
+    async def grant_session(self, tenant_id: str, sid: str, device_key: str | None = None) -> None:
         return None
 
     async def add_token(self, grant: SessionToken) -> None:

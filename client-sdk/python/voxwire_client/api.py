@@ -414,7 +414,8 @@ class OpenStream(_Model):
 class GetTranscript(_Model):
     """Read a session's transcript over MQTT alone (as
     ``GET /v1/sessions/{sid}/transcript`` answers): answered with
-    :attr:`QueryResult.transcript`, or ``not_found`` for a session of another tenant."""
+    :attr:`QueryResult.transcript`, or ``not_found`` for a session of another tenant
+    (with a device key: any session it did not open)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -5,8 +5,10 @@ and the web app (``/app/``).
 for each; :mod:`voxwire.core.readiness`) and ``/metrics`` need no key. Every other API route
 needs an API key: ``Authorization: Bearer
 <key>`` or ``X-API-Key: <key>``. The routes of one session (``/v1/sessions/{sid}...``) also
-take a session token from ``POST /v1/tokens`` that names it. Errors are JSON bodies of
-:class:`ErrorBody`.
+take a session token from ``POST /v1/tokens`` that names it. A device key
+(:data:`~voxwire.access.keys.KeyRole`) may only open sessions (``POST /v1/streams``,
+``POST /v1/sessions``) and use the routes of the sessions it opened; anything else
+answers 403. Errors are JSON bodies of :class:`ErrorBody`.
 """
 
 import asyncio
@@ -23,6 +25,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from voxwire.access.control import AccessControl, NoAccessSync
+from voxwire.access.keys import KeyGrant, device_refusal
+from voxwire.access.rules import key_principal, owns
 from voxwire.access.tokens import TokenIssuer, issuer_for, looks_like_token
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
@@ -32,6 +36,7 @@ from voxwire.core.errors import (
     AudioTooLongError,
     AuthError,
     ConflictError,
+    ForbiddenError,
     InvalidRequestError,
     NotFoundError,
     PayloadTooLargeError,
@@ -82,6 +87,7 @@ log = logging.getLogger(__name__)
 
 _STATUS = {
     AuthError: 401,
+    ForbiddenError: 403,
     RateLimitedError: 429,
     NotFoundError: 404,
     ConflictError: 409,
@@ -152,31 +158,50 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             RATE_LIMITED.inc()
             raise RateLimitedError(f"too many requests for tenant {name}", retry_after_s=wait)
 
-    async def tenant(request: Request) -> Tenant:
-        key = _credential(request)
-        found = await ctx.store.verify_api_key(key) if key else None
-        if found is None:
+    async def api_key(request: Request) -> tuple[Tenant, KeyGrant]:
+        """The caller's tenant and key, of any role."""
+        credential = _credential(request)
+        grant = await ctx.store.key_grant(credential) if credential else None
+        found = await ctx.store.get_tenant(grant.tenant_id) if grant else None
+        if grant is None or found is None:
             raise AuthError(
                 "missing or invalid API key",
                 hint="send 'Authorization: Bearer <key>'; create a key with `voxwire keys create`",
             )
         take(found.id, found.name)
+        return found, grant
+
+    async def tenant(request: Request) -> Tenant:
+        """The caller's tenant, for a tenant key (a device key: 403)."""
+        found, grant = await api_key(request)
+        if grant.device:
+            raise device_refusal(f"{request.method} {request.url.path}")
         return found
 
     Caller = Annotated[Tenant, Depends(tenant)]
+    AnyKey = Annotated[tuple[Tenant, KeyGrant], Depends(api_key)]
 
-    async def session_of(sid: str, tenant_id: str) -> SessionRecord:
+    async def session_of(sid: str, tenant_id: str, key: KeyGrant | None = None) -> SessionRecord:
+        """Session ``sid`` of ``tenant_id`` (with a device ``key``: one it opened)."""
         validate_sid(sid)
         session = await ctx.store.get_session(sid)
         if session is None or session.tenant_id != tenant_id:
             raise NotFoundError(f"no session {sid}", sid=sid)
+        if key is not None and not owns(key_principal(key), session.owner):
+            raise NotFoundError(
+                f"no session {sid} for this device key",
+                hint="a device key reaches only the sessions it opened",
+                sid=sid,
+            )
         return session
 
     async def session_access(sid: str, request: Request) -> SessionRecord:
-        """The session, for its API key's tenant or for a session token naming it."""
+        """The session, for its API key's tenant (a device key: a session it opened)
+        or for a session token naming it."""
         credential = _credential(request)
         if credential is None or not looks_like_token(credential):
-            return await session_of(sid, (await tenant(request)).id)
+            found, key = await api_key(request)
+            return await session_of(sid, found.id, key)
         grant = tokens.verify(credential)
         if sid not in grant.sids:
             raise NotFoundError(f"no session {sid} for this token", sid=sid)
@@ -222,7 +247,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     )
     async def create_session(
         request: Request,
-        caller: Caller,
+        caller: AnyKey,
         file: Annotated[UploadFile, File(description="audio: WAV, FLAC, MP3, OGG/Opus, M4A")],
         prompts: Annotated[
             str | None, Form(description="JSON list of phrases to listen for")
@@ -255,7 +280,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             uploads.check_size(int(declared) - 64 * 1024)
         data = await _read_limited(file, uploads)
         session = await uploads.accept(
-            caller,
+            caller[0],
             Upload(
                 file.filename,
                 data,
@@ -268,6 +293,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
                 max_speakers=max_speakers,
                 vocabulary=vocabulary,
             ),
+            key=caller[1],
         )
         return SessionCreated(
             **session_info(session).model_dump(), endpoints=endpoints(settings, session.sid)
@@ -280,9 +306,10 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         tags=["streams"],
         responses={401: {"model": ErrorBody}, 422: {"model": ErrorBody}},
     )
-    async def create_stream(caller: Caller, request: StreamRequest) -> StreamCreated:
-        """Start a live stream; then publish audio chunks over MQTT."""
-        session = await streams.start(caller, request)
+    async def create_stream(caller: AnyKey, request: StreamRequest) -> StreamCreated:
+        """Start a live stream; then publish audio chunks over MQTT. Device keys may."""
+        tenant_of, key = caller
+        session = await streams.start(tenant_of, request, key=key)
         return stream_created(settings, session)
 
     @app.get("/v1/sessions", response_model=list[SessionInfo], tags=["sessions"])

@@ -17,7 +17,8 @@ by :mod:`voxwire.access.rules`; this module only translates EMQX's requests:
 - voxwire's service user: allowed, superuser;
 - an API key: the username must be the key's id (so the authorizer, which
   sees no password, knows the key); topics are then decided per request by
-  the authorizer: the tenant's own sessions, the key's own query topics;
+  the authorizer: the tenant's own sessions (a device key's: those it opened),
+  the key's own query topics;
 - a session token (:mod:`voxwire.access.tokens`): allowed until it expires
   (``expire_at``), with an ``acl`` naming exactly its sessions' topics and
   denying everything else, so the authorizer is never asked.
@@ -96,7 +97,7 @@ def emqx_hooks(
 
     authenticator = PlatformAuthenticator(
         service_password.get_secret_value(),
-        store.tenant_id_for_key,
+        store.key_grant,
         tokens,
         key_id_as_username=True,
     )
@@ -117,10 +118,10 @@ def emqx_hooks(
 
     @router.post("/authz", response_model=AuthzResponse)
     async def authorize(request: AuthzRequest) -> AuthzResponse:
-        tenant_id = await store.key_tenant(request.username) if request.username else None
-        if tenant_id is None or request.action == "all":
+        grant = await store.active_key(request.username) if request.username else None
+        if grant is None or request.action == "all":
             return AuthzResponse(result="deny")
-        principal = key_principal(tenant_id, request.username)
+        principal = key_principal(grant)
         allowed = await authorizer.allow(principal, request.topic, request.action)
         return AuthzResponse(result="allow" if allowed else "deny")
 

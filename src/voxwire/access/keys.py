@@ -3,6 +3,10 @@
 A key reads ``vxk_<key id>_<secret>``. The id locates the stored hash; the
 secret has 256 bits of entropy, so a fast hash is as safe as a slow one and
 keeps every request and MQTT CONNECT cheap. Comparison is constant-time.
+
+A key has a role (:data:`KeyRole`): a tenant key acts for its whole tenant; a
+device key (``voxwire keys create --device NAME``) only opens sessions (live
+streams, uploads) and reaches the sessions it opened (:mod:`voxwire.access.rules`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from typing import Literal
+
+from voxwire.core.errors import ForbiddenError
 
 PREFIX = "vxk"
 
@@ -45,3 +52,33 @@ def key_id_of(plaintext: str) -> str | None:
 
 def matches(plaintext: str, stored_digest: str) -> bool:
     return hmac.compare_digest(digest(plaintext), stored_digest)
+
+
+KeyRole = Literal["tenant", "device"]
+"""What a key may do: ``tenant`` acts for its whole tenant; ``device`` may only open
+sessions (live streams, uploads) and follow and read the sessions it opened itself."""
+
+KEY_ROLES: tuple[KeyRole, ...] = ("tenant", "device")
+
+
+def device_refusal(what: str) -> ForbiddenError:
+    """The error a device key gets for ``what`` (e.g. ``"searching"``), saying what it may do."""
+    return ForbiddenError(
+        f"{what} is not allowed with a device key: a device key may only open sessions "
+        "(POST /v1/streams, POST /v1/sessions, or over MQTT open_stream and finish_upload), "
+        "send their audio and prompt changes, and follow and read the sessions it opened",
+        hint="use a tenant key (`voxwire keys create` without --device) for this",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGrant:
+    """What an active key acts as."""
+
+    key_id: str
+    tenant_id: str
+    role: KeyRole = "tenant"
+
+    @property
+    def device(self) -> bool:
+        return self.role == "device"

@@ -18,6 +18,8 @@ class Principal:
     is_service: bool = False
     key_id: str | None = None
     """The id of the API key a user connected with."""
+    device: bool = False
+    """A device key: only the sessions ``key_id`` opened (:data:`~voxwire.access.keys.KeyRole`)."""
     sids: frozenset[str] | None = None
     """The only sessions a session token grants (None: every session of the tenant)."""
     expires_at: float | None = None

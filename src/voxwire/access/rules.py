@@ -2,13 +2,14 @@
 
 Users connect with any username and their API key as password; they may
 subscribe to and receive ``transcription/<sid>/...`` only for sessions of their
-tenant. Browsers connect with a session token (:mod:`voxwire.access.tokens`) as
-password instead, and reach only the sessions it names, until it expires.
+tenant, and a device key only for the sessions it opened itself. Browsers
+connect with a session token (:mod:`voxwire.access.tokens`) as password
+instead, and reach only the sessions it names, until it expires.
 voxwire's own components connect as the service principal with a secret made
 at start-up, and may use every topic. A client id held by one principal's
 session is not given to another.
 
-Both classes await their lookups (``Store.tenant_id_for_key``,
+Both classes await their lookups (``Store.key_grant``,
 ``Store.session_owner``), so they work over any store; the authorizer keeps
 found session owners for a short while (:mod:`voxwire.access.owners`).
 """
@@ -21,8 +22,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from voxwire.access.keys import key_id_of
-from voxwire.access.owners import OWNER_TTL_S, CachedOwners, OwnerLookup
+from voxwire.access.keys import KeyGrant, key_id_of
+from voxwire.access.owners import OWNER_TTL_S, CachedOwners, OwnerLookup, SessionOwner
 from voxwire.access.principal import Action, Principal
 from voxwire.access.tokens import TokenError, TokenIssuer, looks_like_token
 from voxwire_client.topics import (
@@ -41,20 +42,32 @@ SERVICE_USER = "voxwire-service"
 _KINDS = {"+", *(kind.value for kind in TopicKind)}
 _SAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
-KeyLookup = Callable[[str], Awaitable[str | None]]
-"""API key -> tenant id, or None (``Store.tenant_id_for_key``)."""
+KeyLookup = Callable[[str], Awaitable[KeyGrant | None]]
+"""API key -> what it acts as, or None (``Store.key_grant``)."""
 
 
-def key_principal(tenant_id: str, key_id: str | None) -> Principal:
-    """Who a client is that connected with API key ``key_id`` of ``tenant_id``."""
-    return Principal(name=tenant_id, key_id=key_id)
+def key_principal(grant: KeyGrant) -> Principal:
+    """Who a client is that connected with the key of ``grant``."""
+    return Principal(name=grant.tenant_id, key_id=grant.key_id, device=grant.device)
+
+
+def owns(principal: Principal, owner: SessionOwner | None) -> bool:
+    """Whether a session of ``owner`` is ``principal``'s: one of its tenant's, and
+    for a device key one it opened itself."""
+    if owner is None or owner.tenant_id != principal.name:
+        return False
+    return not principal.device or owner.key_id == principal.key_id
 
 
 def may_take_client_id(principal: Principal, holder: Principal | None) -> bool:
     """Whether ``principal`` may connect with a client id whose session ``holder``
     has (None: no session): only its own, so one user cannot take over another
-    user's session and its subscriptions."""
-    return holder is None or holder.name == principal.name
+    user's session and its subscriptions (nor one device's to another key)."""
+    if holder is None:
+        return True
+    if holder.device or principal.device:
+        return holder.name == principal.name and holder.key_id == principal.key_id
+    return holder.name == principal.name
 
 
 class PlatformAuthenticator:
@@ -68,13 +81,13 @@ class PlatformAuthenticator:
     def __init__(
         self,
         service_secret: str,
-        tenant_for_key: KeyLookup,
+        grant_for_key: KeyLookup,
         tokens: TokenIssuer | None = None,
         *,
         key_id_as_username: bool = False,
     ) -> None:
         self._secret = service_secret.encode()
-        self._tenant_for_key = tenant_for_key
+        self._grant_for_key = grant_for_key
         self._tokens = tokens
         self._key_id_as_username = key_id_as_username
 
@@ -96,12 +109,13 @@ class PlatformAuthenticator:
         key_id = key_id_of(password)
         if self._key_id_as_username and (key_id is None or username != key_id):
             return None
-        tenant = await self._tenant_for_key(password)
-        return key_principal(tenant, key_id) if tenant else None
+        found = await self._grant_for_key(password)
+        return key_principal(found) if found else None
 
 
 class SessionAuthorizer:
-    """Tenants reach only their own sessions' result topics; services reach all.
+    """Tenants reach only their own sessions' result topics (a device key only the
+    sessions it opened); services reach all.
 
     Called per message and subscriber: found session owners are kept
     ``owner_ttl_s`` (0: ask the lookup every time), see :mod:`voxwire.access.owners`.
@@ -126,7 +140,7 @@ class SessionAuthorizer:
         decision = topic_rule(principal, topic, action, self._now())
         if isinstance(decision, bool):
             return decision
-        return await self._owner_of(decision) == principal.name
+        return owns(principal, await self._owner_of(decision))
 
 
 TopicGrant = tuple[Literal["publish", "subscribe"], str]
@@ -151,7 +165,7 @@ def token_grants(sids: frozenset[str]) -> list[TopicGrant]:
 def topic_rule(principal: Principal, topic: str, action: Action, now: float) -> bool | str:
     """The rules of :class:`SessionAuthorizer` up to the owner lookup: True or
     False when the topic decides; else the session id whose owner must be the
-    principal's tenant (for callers that look owners up themselves)."""
+    principal (:func:`owns`; for callers that look owners up themselves)."""
     if principal.is_service:
         return True
     if principal.expires_at is not None and now >= principal.expires_at:

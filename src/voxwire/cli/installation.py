@@ -15,7 +15,7 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from voxwire.access.keys import NewKey, key_id_of
+from voxwire.access.keys import NewKey
 from voxwire.core.config import Settings
 from voxwire_client.config import config_path, installations
 from voxwire_client.errors import ConfigurationError
@@ -37,9 +37,10 @@ def installation_name(settings: Settings) -> str:
 
 
 async def known_key(store: Store, settings: Settings) -> str | None:
-    """A key that ``store`` accepts, from the client config: this installation's
-    entry first, then ``VOXWIRE_API_KEY``, then any other entry (a first-format
-    file's only key, which then moves under this installation's name)."""
+    """A tenant key that ``store`` accepts (a device key cannot serve the CLI), from
+    the client config: this installation's entry first, then ``VOXWIRE_API_KEY``,
+    then any other entry (a first-format file's only key, which then moves under
+    this installation's name)."""
     try:
         _, entries = installations(config_path())
     except ConfigurationError:
@@ -48,7 +49,8 @@ async def known_key(store: Store, settings: Settings) -> str | None:
     candidates = [own.api_key if own else None, os.environ.get("VOXWIRE_API_KEY")]
     candidates += [entry.api_key for entry in reversed(entries.values())]
     for key in candidates:
-        if key and await store.verify_api_key(key) is not None:
+        grant = await store.key_grant(key) if key else None
+        if grant is not None and not grant.device:
             return key
     return None
 
@@ -64,7 +66,7 @@ async def client_key(platform: Platform) -> tuple[str, NewKey | None]:
     if known is None:
         _, new = await platform.create_key(DEFAULT_TENANT, "created by voxwire up")
         return new.plaintext, new
-    tenant, key_id = await store.verify_api_key(known), key_id_of(known)
-    if tenant is not None and key_id is not None:
-        await (await platform.adapters.access()).add_key(tenant.id, key_id, known)
+    grant = await store.key_grant(known)
+    if grant is not None:
+        await (await platform.adapters.access()).add_key(grant.tenant_id, grant.key_id, known)
     return known, None

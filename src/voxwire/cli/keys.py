@@ -1,5 +1,9 @@
 """``voxwire keys``: create, list and revoke API keys (stored hashed).
 
+A key acts for its whole tenant, unless it is a device key (``--device NAME``):
+that one may only open sessions (live streams, uploads), send their audio and
+follow and read the sessions it opened (:mod:`voxwire.access.keys`).
+
 The keys live in the store the settings name (``store``): the embedded SQLite
 store, or with ``--distributed`` (or ``VOXWIRE_MODE=distributed``) the
 distributed mode's PostgreSQL in the ``namespace``'s schema. The store and the
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 from rich.table import Table
 
+from voxwire.access.keys import KeyRole
 from voxwire.cli.common import console, fail
 from voxwire.cli.installation import installation_name
 from voxwire.core.config import Settings, load_settings
@@ -76,14 +81,27 @@ def _with_platform(settings: Settings, job: Callable[[Platform], Awaitable[T]]) 
 def create(
     tenant: Annotated[str, typer.Option(help="tenant the key acts for")] = "default",
     label: Annotated[str, typer.Option(help="a note to recognise the key by")] = "cli",
+    device: Annotated[
+        str | None,
+        typer.Option(
+            help="a device key named NAME (its label): it may only open sessions and "
+            "read the sessions it opened",
+            metavar="NAME",
+        ),
+    ] = None,
     distributed: DistributedOption = False,
 ) -> None:
     """Create a key and print it (only this once)."""
     settings = _settings(distributed)
+    if device is not None and not device.strip():
+        fail("--device needs a name", hint="e.g. --device kitchen-mic")
 
     async def go(platform: Platform) -> None:
-        tenant_id, new = await platform.create_key(tenant, label)
-        console.print(f"key id [bold]{new.key_id}[/] for tenant {tenant} ({tenant_id}):")
+        role: KeyRole = "device" if device else "tenant"
+        tenant_id, new = await platform.create_key(tenant, device or label, role)
+        kind = "device key" if device else "key"
+        named = f" ({device})" if device else ""
+        console.print(f"{kind} id [bold]{new.key_id}[/]{named} for tenant {tenant} ({tenant_id}):")
         console.print(new.plaintext, soft_wrap=True)
         console.print(f"[dim]in {installation_name(settings)}; store it now: voxwire keeps only "
                       "its hash[/]")  # fmt: skip
@@ -98,12 +116,13 @@ def list_keys(distributed: DistributedOption = False) -> None:
 
     async def go(platform: Platform) -> None:
         store = await platform.adapters.store()
-        table = Table("id", "tenant", "label", "created", "revoked")
+        table = Table("id", "tenant", "role", "label", "created", "revoked")
         table.title = f"API keys in {installation_name(settings)}"
         for key in await store.list_api_keys():
             table.add_row(
                 key.id,
                 key.tenant_id,
+                key.role,
                 key.label,
                 f"{key.created_at:%Y-%m-%d %H:%M}",
                 f"{key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "",
@@ -123,12 +142,7 @@ def revoke(
     settings = _settings(distributed)
 
     async def go(platform: Platform) -> bool:
-        store = await platform.adapters.store()
-        access = await platform.adapters.access()  # reached before anything changes
-        if not await store.revoke_api_key(key_id):
-            return False
-        await access.remove_key(key_id)
-        return True
+        return await platform.revoke_key(key_id)
 
     if not _with_platform(settings, go):
         fail(

@@ -23,6 +23,7 @@ unless the drawing names another one::
     │   └── TranscriptionAborted the engine was asked to stop (voxwire.workers.engine)
     ├── AuthError                missing or invalid credentials
     │   └── TokenError           a foreign, tampered or expired token (voxwire.access.tokens)
+    ├── ForbiddenError           valid credentials that may not do this (a device key)
     ├── RateLimitedError         too many requests from one caller (voxwire.core.ratelimit)
     ├── InvalidRequestError      a request that is malformed or breaks a limit
     ├── PayloadTooLargeError     an upload over the size limit
@@ -106,6 +107,12 @@ class EngineError(VoxwireError):
 
 class AuthError(VoxwireError):
     code = "unauthorized"
+
+
+class ForbiddenError(VoxwireError):
+    """Valid credentials asking for something they may not do (a device key searching)."""
+
+    code = "forbidden"
 
 
 class InvalidRequestError(VoxwireError):

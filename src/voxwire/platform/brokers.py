@@ -103,7 +103,7 @@ def embedded_broker(
 ) -> EmbeddedBroker:
     """The in-process broker with voxwire's access rules."""
     return EmbeddedBroker(
-        PlatformAuthenticator(service_secret, store.tenant_id_for_key, tokens),
+        PlatformAuthenticator(service_secret, store.key_grant, tokens),
         SessionAuthorizer(store.session_owner),
         host=settings.listen.host,
         tcp_port=settings.listen.mqtt_port,

@@ -32,7 +32,7 @@ from typing import Self
 
 import uvicorn
 
-from voxwire.access.keys import NewKey, generate_key
+from voxwire.access.keys import KeyRole, NewKey, generate_key
 from voxwire.core.config import Settings
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.probes import PROBES, serve_probes
@@ -99,21 +99,34 @@ class Platform:
 
     # -- keys ----------------------------------------------------------------------------
 
-    async def create_key(self, tenant_name: str, label: str) -> tuple[str, NewKey]:
-        """A new API key of ``tenant_name`` (created when missing), stored hashed and
-        registered with the broker; (tenant id, key)."""
+    async def create_key(
+        self, tenant_name: str, label: str, role: KeyRole = "tenant"
+    ) -> tuple[str, NewKey]:
+        """A new API key of ``tenant_name`` (created when missing) with ``role``,
+        stored hashed and registered with the broker; (tenant id, key)."""
         store = await self.adapters.store()
         access = await self.adapters.access()
         tenant = await store.tenant_by_name(tenant_name) or await store.create_tenant(tenant_name)
         key = generate_key()
-        await store.add_api_key(tenant.id, key, label)
-        await access.add_key(tenant.id, key.key_id, key.plaintext)
+        await store.add_api_key(tenant.id, key, label, role)
+        await access.add_key(tenant.id, key.key_id, key.plaintext, device=role == "device")
         return tenant.id, key
 
-    async def ensure_key(self) -> Bootstrap:
-        """Create a default tenant and key when the store has no active key."""
+    async def revoke_key(self, key_id: str) -> bool:
+        """Revoke an active key: refused from now on, its MQTT connections closed
+        (Mosquitto, EMQX); False when no active key has that id."""
         store = await self.adapters.store()
-        if any(k.revoked_at is None for k in await store.list_api_keys()):
+        access = await self.adapters.access()  # reached before anything changes
+        if not await store.revoke_api_key(key_id):
+            return False
+        await access.remove_key(key_id)
+        return True
+
+    async def ensure_key(self) -> Bootstrap:
+        """Create a default tenant and key when the store has no active tenant key
+        (device keys cannot run the CLI or the web app)."""
+        store = await self.adapters.store()
+        if any(k.revoked_at is None and k.role == "tenant" for k in await store.list_api_keys()):
             return Bootstrap(key=None)
         _, key = await self.create_key(DEFAULT_TENANT, "created by voxwire up")
         return Bootstrap(key=key)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from voxwire.access.control import AccessControl
+from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.topics import RESULTS_TOPIC
@@ -22,9 +23,11 @@ async def open_session(
     prompts: tuple[PromptSpec, ...],
     filename: str | None = None,
     sid: str | None = None,
+    key: KeyGrant | None = None,
 ) -> str:
-    """Create a queued session of ``tenant`` (``sid``: its id, else a new one) and
-    let the tenant reach its topics."""
+    """Create a queued session of ``tenant`` (``sid``: its id, else a new one),
+    opened with ``key`` (recorded), and let the tenant reach its topics (and a
+    device key that opened it)."""
     sid = sid or new_sid()
     await store.create_session(
         SessionRecord(
@@ -34,9 +37,10 @@ async def open_session(
             created_at=datetime.now(UTC),
             filename=filename,
             prompts=prompts,
+            key_id=key.key_id if key else None,
         )
     )
-    await access.grant_session(tenant.id, sid)
+    await access.grant_session(tenant.id, sid, key.key_id if key and key.device else None)
     return sid
 
 

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 
+from voxwire.access.keys import KeyGrant
 from voxwire.blobs import BlobStore
 from voxwire.core.errors import InvalidRequestError, PayloadTooLargeError
 from voxwire.sessions.uploads import Upload, UploadService
@@ -87,11 +88,11 @@ class PartUploads:
         held = await self._held(upload_sid(key_id, upload))
         return UploadParts(upload=upload, parts=tuple(held), bytes=sum(held.values()))
 
-    async def finish(self, tenant: Tenant, key_id: str, request: FinishUpload) -> SessionRecord:
+    async def finish(self, tenant: Tenant, key: KeyGrant, request: FinishUpload) -> SessionRecord:
         """Open the session of a file whose parts are all held (see the module
-        doc); InvalidRequestError names the parts missing or a checksum that
-        differs, PayloadTooLargeError a file over the upload limit."""
-        sid = upload_sid(key_id, request.upload)
+        doc), opened with ``key``; InvalidRequestError names the parts missing or
+        a checksum that differs, PayloadTooLargeError a file over the upload limit."""
+        sid = upload_sid(key.key_id, request.upload)
         existing = await self._store.get_session(sid)
         if existing is not None and existing.tenant_id == tenant.id:
             return existing  # finished before: asked again
@@ -123,7 +124,7 @@ class PartUploads:
                 hint="publish every part again, then finish again",
             )
         try:
-            return await self._uploads.accept(tenant, _as_upload(request, data), sid=sid)
+            return await self._uploads.accept(tenant, _as_upload(request, data), sid=sid, key=key)
         finally:  # the session exists now (completed or failed): its parts are done with
             if await self._store.get_session(sid) is not None:
                 for n in range(request.parts):

@@ -4,6 +4,7 @@ that tells a stream worker how to transcribe it. Independent of HTTP."""
 from __future__ import annotations
 
 from voxwire.access.control import AccessControl
+from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
@@ -25,11 +26,17 @@ class StreamService:
         self._settings = settings
 
     async def start(
-        self, tenant: Tenant, request: StreamRequest, *, sid: str | None = None
+        self,
+        tenant: Tenant,
+        request: StreamRequest,
+        *,
+        sid: str | None = None,
+        key: KeyGrant | None = None,
     ) -> SessionRecord:
-        """Open the stream; with ``sid`` (a request asked again: at least once
-        delivery) a session of ``tenant`` that has it already is answered as is
-        while it runs (once it has ended, a ConflictError)."""
+        """Open the stream, recording ``key`` as the key that opened it; with ``sid``
+        (a request asked again: at least once delivery) a session of ``tenant`` that
+        has it already is answered as is while it runs (once it has ended, a
+        ConflictError)."""
         if sid is not None:
             existing = await self._store.get_session(sid)
             if existing is not None and existing.tenant_id == tenant.id:
@@ -49,7 +56,7 @@ class StreamService:
         update = {"redact": redact, "language": language, "model": model}
         request = request.model_copy(update=update)
         sid = await open_session(
-            self._store, self._access, tenant, prompts=request.prompts, sid=sid
+            self._store, self._access, tenant, prompts=request.prompts, sid=sid, key=key
         )
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(AUDIO_TOPIC, sid, start.encode())

@@ -11,6 +11,7 @@ from pathlib import PurePath
 from pydantic import TypeAdapter, ValidationError
 
 from voxwire.access.control import AccessControl, NoAccessSync
+from voxwire.access.keys import KeyGrant
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.audio import DecodedAudio, decode, float32_to_pcm16le
@@ -206,12 +207,17 @@ class UploadService:
             )
 
     async def accept(
-        self, tenant: Tenant, upload: Upload, *, sid: str | None = None
+        self,
+        tenant: Tenant,
+        upload: Upload,
+        *,
+        sid: str | None = None,
+        key: KeyGrant | None = None,
     ) -> SessionRecord:
-        """Create the session and enqueue its job; AudioError when the audio is unusable
-        (the session then exists, failed, with an error message published on it).
-        With ``sid`` (an upload finished again: at least once delivery) a session
-        of ``tenant`` that has it already is answered as is."""
+        """Create the session (opened with ``key``) and enqueue its job; AudioError when
+        the audio is unusable (the session then exists, failed, with an error message
+        published on it). With ``sid`` (an upload finished again: at least once
+        delivery) a session of ``tenant`` that has it already is answered as is."""
         if sid is not None:
             existing = await self._store.get_session(sid)
             if existing is not None and existing.tenant_id == tenant.id:
@@ -231,6 +237,7 @@ class UploadService:
             prompts=prompts,
             filename=_display_name(upload.filename),
             sid=sid,
+            key=key,
         )
         try:
             decoded = await asyncio.to_thread(

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from voxwire.access.keys import NewKey
+from voxwire.access.keys import KeyGrant, KeyRole, NewKey
+from voxwire.access.owners import SessionOwner
 from voxwire_client.api import MatchData, PromptSpec
 from voxwire_client.messages import Message, SegmentData, SessionStatus
 
@@ -25,6 +26,7 @@ class ApiKeyInfo:
     label: str
     created_at: datetime
     revoked_at: datetime | None
+    role: KeyRole = "tenant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,13 @@ class SessionRecord:
     text: str = ""
     error_code: str | None = None
     error_message: str | None = None
+    key_id: str | None = None
+    """The API key that opened the session (None: a session token, or made before
+    keys were recorded); a device key reaches only the sessions it opened."""
+
+    @property
+    def owner(self) -> SessionOwner:
+        return SessionOwner(self.tenant_id, self.key_id)
 
 
 class Store(Protocol):
@@ -49,27 +58,29 @@ class Store(Protocol):
     async def create_tenant(self, name: str) -> Tenant: ...
     async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
     async def tenant_by_name(self, name: str) -> Tenant | None: ...
-    async def add_api_key(self, tenant_id: str, key: NewKey, label: str) -> ApiKeyInfo: ...
+    async def add_api_key(
+        self, tenant_id: str, key: NewKey, label: str, role: KeyRole = "tenant"
+    ) -> ApiKeyInfo: ...
     async def list_api_keys(self) -> list[ApiKeyInfo]: ...
     async def revoke_api_key(self, key_id: str) -> bool: ...
     async def verify_api_key(self, plaintext: str) -> Tenant | None: ...
-    async def key_tenant(self, key_id: str) -> str | None:
-        """The tenant id of an active (not revoked) key, by its id."""
+    async def active_key(self, key_id: str) -> KeyGrant | None:
+        """What an active (not revoked) key acts as, by its id."""
         ...
 
     async def key_issued(self, key_id: str) -> bool:
         """Whether this installation ever issued key ``key_id`` (revoked or not)."""
         ...
 
-    async def tenant_id_for_key(self, plaintext: str) -> str | None:
-        """The tenant id of a valid, active key, by the key itself (for the brokers)."""
+    async def key_grant(self, plaintext: str) -> KeyGrant | None:
+        """What a valid, active key acts as, by the key itself (the gateway, the brokers)."""
         ...
 
     # sessions
     async def create_session(self, session: SessionRecord) -> None: ...
     async def get_session(self, sid: str) -> SessionRecord | None: ...
-    async def session_owner(self, sid: str) -> str | None:
-        """The tenant id owning session ``sid`` (for the brokers' topic checks)."""
+    async def session_owner(self, sid: str) -> SessionOwner | None:
+        """The tenant and key owning session ``sid`` (for the brokers' topic checks)."""
         ...
 
     async def list_sessions(self, tenant_id: str, limit: int = 100) -> list[SessionRecord]: ...

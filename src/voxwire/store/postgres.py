@@ -37,7 +37,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import TypeAdapter
 
 from voxwire.access import keys as auth
-from voxwire.access.keys import NewKey
+from voxwire.access.keys import KeyGrant, KeyRole, NewKey
+from voxwire.access.owners import SessionOwner
 from voxwire.core.errors import StoreError
 from voxwire.store.base import ApiKeyInfo, SessionRecord, Tenant
 from voxwire.store.postgres_migrations import migrate
@@ -182,19 +183,23 @@ class PostgresStore:
         )
         return _tenant(row) if row else None
 
-    async def add_api_key(self, tenant_id: str, key: NewKey, label: str) -> ApiKeyInfo:
+    async def add_api_key(
+        self, tenant_id: str, key: NewKey, label: str, role: KeyRole = "tenant"
+    ) -> ApiKeyInfo:
         created = datetime.now(UTC)
         await self._run(
-            "INSERT INTO api_keys (id, tenant_id, digest, label, created_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            (key.key_id, tenant_id, key.digest, label, created),
+            "INSERT INTO api_keys (id, tenant_id, digest, label, created_at, role) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            (key.key_id, tenant_id, key.digest, label, created, role),
         )
-        return ApiKeyInfo(key.key_id, tenant_id, label, created, None)
+        return ApiKeyInfo(key.key_id, tenant_id, label, created, None, role)
 
     async def list_api_keys(self) -> list[ApiKeyInfo]:
         rows = await self._all("SELECT * FROM api_keys ORDER BY created_at")
         return [
-            ApiKeyInfo(r["id"], r["tenant_id"], r["label"], r["created_at"], r["revoked_at"])
+            ApiKeyInfo(
+                r["id"], r["tenant_id"], r["label"], r["created_at"], r["revoked_at"], r["role"]
+            )
             for r in rows
         ]
 
@@ -218,31 +223,40 @@ class PostgresStore:
             return None
         return _tenant(row)
 
-    async def key_tenant(self, key_id: str) -> str | None:
+    async def active_key(self, key_id: str) -> KeyGrant | None:
         row = await self._one(
-            "SELECT tenant_id FROM api_keys WHERE id = %s AND revoked_at IS NULL", (key_id,)
+            "SELECT id, tenant_id, role FROM api_keys WHERE id = %s AND revoked_at IS NULL",
+            (key_id,),
         )
-        return str(row["tenant_id"]) if row else None
+        return _grant(row) if row else None
 
     async def key_issued(self, key_id: str) -> bool:
         return await self._one("SELECT 1 FROM api_keys WHERE id = %s", (key_id,)) is not None
 
-    async def tenant_id_for_key(self, plaintext: str) -> str | None:
-        """The tenant of a valid key (for the broker's HTTP auth endpoint)."""
-        tenant = await self.verify_api_key(plaintext)
-        return tenant.id if tenant else None
+    async def key_grant(self, plaintext: str) -> KeyGrant | None:
+        """What a valid key acts as (the gateway, the broker's HTTP auth endpoint)."""
+        key_id = auth.key_id_of(plaintext)
+        if key_id is None:
+            return None
+        row = await self._one(
+            "SELECT id, tenant_id, role, digest FROM api_keys WHERE id = %s AND revoked_at IS NULL",
+            (key_id,),
+        )
+        if row is None or not auth.matches(plaintext, row["digest"]):
+            return None
+        return _grant(row)
 
-    async def session_owner(self, sid: str) -> str | None:
-        """The tenant owning ``sid`` (for the broker's HTTP ACL endpoint)."""
-        row = await self._one("SELECT tenant_id FROM sessions WHERE sid = %s", (sid,))
-        return str(row["tenant_id"]) if row else None
+    async def session_owner(self, sid: str) -> SessionOwner | None:
+        """The tenant and key owning ``sid`` (for the broker's HTTP ACL endpoint)."""
+        row = await self._one("SELECT tenant_id, key_id FROM sessions WHERE sid = %s", (sid,))
+        return SessionOwner(row["tenant_id"], row["key_id"]) if row else None
 
     # -- sessions -----------------------------------------------------------
 
     async def create_session(self, session: SessionRecord) -> None:
         await self._run(
             "INSERT INTO sessions (sid, tenant_id, status, created_at, filename, duration_ms, "
-            "prompts) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
+            "prompts, key_id) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)",
             (
                 session.sid,
                 session.tenant_id,
@@ -251,6 +265,7 @@ class PostgresStore:
                 session.filename,
                 session.duration_ms,
                 _PROMPTS.dump_json(session.prompts).decode(),
+                session.key_id,
             ),
         )
 
@@ -365,7 +380,12 @@ def _session(row: DictRow) -> SessionRecord:
         text=row["text"],
         error_code=row["error_code"],
         error_message=row["error_message"],
+        key_id=row["key_id"],
     )
+
+
+def _grant(row: DictRow) -> KeyGrant:
+    return KeyGrant(key_id=row["id"], tenant_id=row["tenant_id"], role=row["role"])
 
 
 async def _why_not(dsn: str, timeout: float) -> str:

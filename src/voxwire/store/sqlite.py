@@ -3,8 +3,11 @@
 Calls are short and local, so they run on the event loop thread; the async
 signatures match the PostgreSQL store of distributed mode. The two lookups the
 broker's access checks make for every CONNECT and message
-(:meth:`SqliteStore.tenant_id_for_key`, :meth:`SqliteStore.session_owner`) run
+(:meth:`SqliteStore.key_grant`, :meth:`SqliteStore.session_owner`) run
 on a thread of their own instead, so no access check queries on the event loop.
+
+A database made by an older voxwire gets the columns added since
+(:data:`ADDED_COLUMNS`) when opened; nothing in it is lost.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from voxwire.access import keys as auth
-from voxwire.access.keys import NewKey
+from voxwire.access.keys import KeyGrant, KeyRole, NewKey
+from voxwire.access.owners import SessionOwner
 from voxwire.store.base import ApiKeyInfo, SessionRecord, Tenant
 from voxwire_client.api import MatchData, PromptSpec
 from voxwire_client.messages import (
@@ -43,13 +47,15 @@ CREATE TABLE IF NOT EXISTS tenants (
     id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS api_keys (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id),
-    digest TEXT NOT NULL, label TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT);
+    digest TEXT NOT NULL, label TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT,
+    role TEXT NOT NULL DEFAULT 'tenant');
 CREATE TABLE IF NOT EXISTS sessions (
     sid TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id),
     status TEXT NOT NULL, created_at TEXT NOT NULL, filename TEXT,
     duration_ms INTEGER NOT NULL DEFAULT 0, percent REAL NOT NULL DEFAULT 0,
     last_seq INTEGER NOT NULL DEFAULT 0, prompts TEXT NOT NULL DEFAULT '[]',
-    language TEXT, text TEXT NOT NULL DEFAULT '', error_code TEXT, error_message TEXT);
+    language TEXT, text TEXT NOT NULL DEFAULT '', error_code TEXT, error_message TEXT,
+    key_id TEXT);
 CREATE INDEX IF NOT EXISTS sessions_tenant ON sessions(tenant_id, created_at);
 CREATE TABLE IF NOT EXISTS messages (
     sid TEXT NOT NULL, seq INTEGER NOT NULL, payload TEXT NOT NULL,
@@ -61,6 +67,12 @@ CREATE TABLE IF NOT EXISTS matches (
     sid TEXT NOT NULL, seq INTEGER NOT NULL, payload TEXT NOT NULL,
     PRIMARY KEY (sid, seq));
 """
+
+ADDED_COLUMNS = (
+    ("api_keys", "role", "TEXT NOT NULL DEFAULT 'tenant'"),
+    ("sessions", "key_id", "TEXT"),
+)
+"""Columns added after the first schema: (table, column, definition)."""
 
 
 def _now() -> str:
@@ -83,6 +95,10 @@ class SqliteStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA)
+            for table, column, definition in ADDED_COLUMNS:
+                have = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
         self._lookups = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-access")
 
     def _one(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Row | None:
@@ -112,13 +128,16 @@ class SqliteStore:
         row = self._one("SELECT * FROM tenants WHERE id = ?", (tenant_id,))
         return _tenant(row) if row else None
 
-    async def add_api_key(self, tenant_id: str, key: NewKey, label: str) -> ApiKeyInfo:
+    async def add_api_key(
+        self, tenant_id: str, key: NewKey, label: str, role: KeyRole = "tenant"
+    ) -> ApiKeyInfo:
         created = _now()
         self._run(
-            "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, NULL)",
-            (key.key_id, tenant_id, key.digest, label, created),
+            "INSERT INTO api_keys (id, tenant_id, digest, label, created_at, role) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (key.key_id, tenant_id, key.digest, label, created, role),
         )
-        return ApiKeyInfo(key.key_id, tenant_id, label, datetime.fromisoformat(created), None)
+        return ApiKeyInfo(key.key_id, tenant_id, label, datetime.fromisoformat(created), None, role)
 
     async def list_api_keys(self) -> list[ApiKeyInfo]:
         rows = self._all("SELECT * FROM api_keys ORDER BY created_at")
@@ -129,6 +148,7 @@ class SqliteStore:
                 r["label"],
                 datetime.fromisoformat(r["created_at"]),
                 _time(r["revoked_at"]),
+                r["role"],
             )
             for r in rows
         ]
@@ -147,26 +167,41 @@ class SqliteStore:
         row = self._one("SELECT * FROM tenants WHERE name = ? ORDER BY created_at", (name,))
         return _tenant(row) if row else None
 
-    async def session_owner(self, sid: str) -> str | None:
+    async def session_owner(self, sid: str) -> SessionOwner | None:
         row = await asyncio.get_running_loop().run_in_executor(
-            self._lookups, self._one, "SELECT tenant_id FROM sessions WHERE sid = ?", (sid,)
+            self._lookups,
+            self._one,
+            "SELECT tenant_id, key_id FROM sessions WHERE sid = ?",
+            (sid,),
         )
-        return str(row["tenant_id"]) if row else None
+        return SessionOwner(row["tenant_id"], row["key_id"]) if row else None
 
-    async def key_tenant(self, key_id: str) -> str | None:
+    async def active_key(self, key_id: str) -> KeyGrant | None:
         row = self._one(
-            "SELECT tenant_id FROM api_keys WHERE id = ? AND revoked_at IS NULL", (key_id,)
+            "SELECT id, tenant_id, role FROM api_keys WHERE id = ? AND revoked_at IS NULL",
+            (key_id,),
         )
-        return str(row["tenant_id"]) if row else None
+        return _grant(row) if row else None
 
     async def key_issued(self, key_id: str) -> bool:
         return self._one("SELECT 1 FROM api_keys WHERE id = ?", (key_id,)) is not None
 
-    async def tenant_id_for_key(self, plaintext: str) -> str | None:
-        tenant = await asyncio.get_running_loop().run_in_executor(
-            self._lookups, self.tenant_for_key, plaintext
+    async def key_grant(self, plaintext: str) -> KeyGrant | None:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._lookups, self._grant_for_key, plaintext
         )
-        return tenant.id if tenant else None
+
+    def _grant_for_key(self, plaintext: str) -> KeyGrant | None:
+        key_id = auth.key_id_of(plaintext)
+        if key_id is None:
+            return None
+        row = self._one(
+            "SELECT id, tenant_id, role, digest FROM api_keys WHERE id = ? AND revoked_at IS NULL",
+            (key_id,),
+        )
+        if row is None or not auth.matches(plaintext, row["digest"]):
+            return None
+        return _grant(row)
 
     def tenant_for_key(self, plaintext: str) -> Tenant | None:
         key_id = auth.key_id_of(plaintext)
@@ -186,7 +221,7 @@ class SqliteStore:
     async def create_session(self, session: SessionRecord) -> None:
         self._run(
             "INSERT INTO sessions (sid, tenant_id, status, created_at, filename, duration_ms, "
-            "prompts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "prompts, key_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session.sid,
                 session.tenant_id,
@@ -195,6 +230,7 @@ class SqliteStore:
                 session.filename,
                 session.duration_ms,
                 _PROMPTS.dump_json(session.prompts).decode(),
+                session.key_id,
             ),
         )
 
@@ -327,4 +363,9 @@ def _session(row: sqlite3.Row) -> SessionRecord:
         text=row["text"],
         error_code=row["error_code"],
         error_message=row["error_message"],
+        key_id=row["key_id"],
     )
+
+
+def _grant(row: sqlite3.Row) -> KeyGrant:
+    return KeyGrant(key_id=row["id"], tenant_id=row["tenant_id"], role=row["role"])
