@@ -5,7 +5,9 @@ segments) and ``transcription.windows`` (:mod:`voxwire.wire.windows`), so a slow
 unavailable search cluster never delays delivery to subscribers. Each batch
 is grouped by session and written with one update per session; indexing is
 idempotent (by segment and window index), so a redelivered batch changes
-nothing.
+nothing. A commit the bus refuses (Kafka rebalancing the group as a bridge joins
+or leaves) is only logged: a later commit covers the batch, or it is delivered
+again.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from voxwire.bus import Bus, Record
+from voxwire.bus import Bus, Record, commit_or_warn
 from voxwire.search import SegmentIndex
 from voxwire.store import SessionRecord
 from voxwire.wire.topics import RESULTS_TOPIC, WINDOWS_TOPIC
@@ -59,7 +61,7 @@ class SegmentIndexer:
             while True:
                 records = await subscription.next_batch(self._batch_size)
                 await index(records)
-                await subscription.commit(*records)
+                await commit_or_warn(subscription, records)
         finally:
             await subscription.close()
 
