@@ -23,7 +23,7 @@ import logging
 
 from voxwire.access.keys import KeyGrant
 from voxwire.blobs import BlobStore
-from voxwire.core.errors import InvalidRequestError, PayloadTooLargeError
+from voxwire.core.errors import AudioError, InvalidRequestError, PayloadTooLargeError
 from voxwire.sessions.uploads import Upload, UploadService
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire_client.api import MAX_UPLOAD_PART_BYTES, FinishUpload, UploadParts
@@ -124,11 +124,18 @@ class PartUploads:
                 hint="publish every part again, then finish again",
             )
         try:
-            return await self._uploads.accept(tenant, _as_upload(request, data), sid=sid, key=key)
-        finally:  # the session exists now (completed or failed): its parts are done with
-            if await self._store.get_session(sid) is not None:
-                for n in range(request.parts):
-                    await asyncio.to_thread(self._blobs.delete, self._blobs.key(sid, _part_name(n)))
+            session = await self._uploads.accept(
+                tenant, _as_upload(request, data), sid=sid, key=key
+            )
+        except AudioError:  # the session exists, failed: its parts are done with too
+            await self._drop(sid, request.parts)
+            raise
+        await self._drop(sid, request.parts)
+        return session
+
+    async def _drop(self, sid: str, parts: int) -> None:
+        for n in range(parts):
+            await asyncio.to_thread(self._blobs.delete, self._blobs.key(sid, _part_name(n)))
 
     async def _held(self, sid: str) -> dict[int, int]:
         """Part number -> size of the parts of the upload that becomes ``sid``."""

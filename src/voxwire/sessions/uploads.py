@@ -216,12 +216,7 @@ class UploadService:
     ) -> SessionRecord:
         """Create the session (opened with ``key``) and enqueue its job; AudioError when
         the audio is unusable (the session then exists, failed, with an error message
-        published on it). With ``sid`` (an upload finished again: at least once
-        delivery) a session of ``tenant`` that has it already is answered as is."""
-        if sid is not None:
-            existing = await self._store.get_session(sid)
-            if existing is not None and existing.tenant_id == tenant.id:
-                return existing
+        published on it). ``sid``: the new session's id (else a new one)."""
         self.check_size(len(upload.data))
         prompts = parse_prompts(upload.prompts)
         vocabulary = parse_vocabulary(upload.vocabulary)
