@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,13 +58,13 @@ class Answers:
 class Bridge:
     """The query service on the in-process bus, with a tenant and its key."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **configured: Any) -> None:
         self.store, self.bus, self.answers = (
             SqliteStore(tmp_path / "store.sqlite3"),
             MemoryBus(),
             Answers(),
         )
-        settings = Settings(data_dir=tmp_path)
+        settings = Settings(data_dir=tmp_path, **configured)
         self.blobs = LocalBlobStore(tmp_path / "blobs")
         streams = StreamService(self.store, self.bus, NoAccessSync(), settings)
         uploads = UploadService(settings, self.store, self.bus, self.blobs)

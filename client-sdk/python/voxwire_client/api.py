@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from voxwire_client.messages import Message, SegmentData, SessionStatus
+from voxwire_client.messages import Message, SegmentData, SessionStatus, Task, TaskField
 from voxwire_client.topics import validate_sid
 
 
@@ -127,6 +127,7 @@ class TranscriptResponse(_Model):
     duration_ms: int = 0
     segments: tuple[SegmentData, ...]
     matches: tuple[MatchData, ...] = ()
+    task: TaskField = Task.TRANSCRIBE
 
 
 class MessagesPage(_Model):
@@ -266,6 +267,7 @@ class StreamRequest(_Model):
         default=None, ge=1, le=MAX_SPEAKERS, description="with diarize: at most this many speakers"
     )
     vocabulary: Vocabulary = ()
+    task: TaskField = Task.TRANSCRIBE
 
 
 class TokenRequest(_Model):
@@ -463,6 +465,7 @@ class FinishUpload(_Model):
         default=None, description="label speakers, within these bounds; None: off"
     )
     vocabulary: Vocabulary = ()
+    task: TaskField = Task.TRANSCRIBE
 
 
 class UploadParts(_Model):

@@ -55,12 +55,14 @@ from voxwire_client.messages import (
     Message,
     SegmentData,
     SegmentMessage,
+    Task,
     TranscriptMessage,
     is_terminal,
     parse_message,
 )
 from voxwire_client.sequencer import Sequencer
 from voxwire_client.topics import validate_sid
+from voxwire_client.uploads import Prompts, upload_form
 
 IDLE_POLL_S = 5.0
 """Without MQTT traffic for this long, the SDK asks the history API."""
@@ -76,9 +78,8 @@ class Transcript:
     matches: tuple[MatchData, ...]
     language: str | None
     duration_ms: int
-
-
-Prompts = Sequence[str | PromptSpec] | None
+    task: Task = Task.TRANSCRIBE
+    """``translate``: the text is in English, ``language`` is the one spoken."""
 
 
 def pcm_chunks(pcm: bytes, chunk_ms: int = 100) -> Iterator[bytes]:
@@ -86,15 +87,6 @@ def pcm_chunks(pcm: bytes, chunk_ms: int = 100) -> Iterator[bytes]:
     size = 32 * chunk_ms  # 16 samples per ms, 2 bytes each
     for start in range(0, len(pcm), size):
         yield pcm[start : start + size]
-
-
-def _prompt_specs(prompts: Prompts) -> list[PromptSpec]:
-    specs = []
-    for i, prompt in enumerate(prompts or ()):
-        specs.append(
-            prompt if isinstance(prompt, PromptSpec) else PromptSpec(id=f"p{i + 1}", text=prompt)
-        )
-    return specs
 
 
 class AsyncClient:
@@ -193,27 +185,25 @@ class AsyncClient:
         model: str | None = None,
         diarize: SpeakerBounds | bool = False,
         vocabulary: Sequence[str] = (),
+        task: Task | str = Task.TRANSCRIBE,
     ) -> SessionCreated:
         """Upload an audio file; returns the new session. ``redact``: what becomes
         of personal data in the transcript (default: the platform's setting);
         ``language``: a code such as "de", or "auto" to detect it; ``model``: one
         of the models the platform serves (default: its first); ``diarize``: label
         every segment with its speaker (``SpeakerBounds`` to bound their count);
-        ``vocabulary``: words to expect, written as given (names, product terms)."""
+        ``vocabulary``: words to expect, written as given (names, product terms);
+        ``task``: "translate" for the text in English (a multilingual model)."""
         path = Path(path)
-        specs = [p.model_dump() for p in _prompt_specs(prompts)]
-        data = {"prompts": json.dumps(specs), "vocabulary": json.dumps(list(vocabulary))}
-        if redact is not None:
-            data["redact"] = RedactMode(redact).value
-        if language is not None:
-            data["language"] = language
-        if model is not None:
-            data["model"] = model
-        if diarize is not False:
-            data["diarize"] = "true"
-            bounds = diarize if isinstance(diarize, SpeakerBounds) else SpeakerBounds()
-            for name, value in bounds.model_dump(exclude_none=True).items():
-                data[name] = str(value)
+        data = upload_form(
+            prompts,
+            redact=redact,
+            language=language,
+            model=model,
+            diarize=diarize,
+            vocabulary=vocabulary,
+            task=task,
+        )
         for retry in range(_RATE_LIMIT_RETRIES + 1):
             with path.open("rb") as fh:
                 response = await self._send(
@@ -382,10 +372,17 @@ class AsyncClient:
         language: str | None = None,
         model: str | None = None,
         vocabulary: Sequence[str] = (),
+        task: Task | str = Task.TRANSCRIBE,
     ) -> Transcript:
         """Upload ``path`` (see :meth:`upload`), follow the session, return the transcript."""
         created = await self.upload(
-            path, prompts, redact=redact, language=language, model=model, vocabulary=vocabulary
+            path,
+            prompts,
+            redact=redact,
+            language=language,
+            model=model,
+            vocabulary=vocabulary,
+            task=task,
         )
         return await self.follow(created.sid, on_event=on_event)
 
@@ -454,6 +451,7 @@ class AsyncClient:
             matches=tuple(matches),
             language=final.language if final else None,
             duration_ms=final.duration_ms if final else 0,
+            task=final.task if final else Task.TRANSCRIBE,
         )
 
 

@@ -52,6 +52,22 @@ class Envelope(_Model):
     ts: datetime = Field(default_factory=utcnow)
 
 
+class Task(StrEnum):
+    """What a session's text is: ``transcribe``, the words in the language spoken;
+    ``translate``, their English translation (Whisper's translate task; needs a
+    multilingual model). Segments of either say the language spoken."""
+
+    TRANSCRIBE = "transcribe"
+    TRANSLATE = "translate"
+
+
+TaskField = Annotated[
+    Task,
+    Field(description="transcribe: the text in the language spoken; translate: in English"),
+]
+"""A session's :class:`Task` as requests and messages carry it."""
+
+
 class WordData(_Model):
     """One word of a final segment: its times (ms from the audio start, inside
     the segment's) and how sure the engine was of it (0 to 1)."""
@@ -85,6 +101,7 @@ class SegmentData(_Model):
         "speaker is never changed afterwards (no relabelling message exists)",
     )
     model: str | None = Field(default=None, description="the model that transcribed it")
+    task: TaskField = Task.TRANSCRIBE
     words: tuple[WordData, ...] = Field(
         default=(), description="word times and confidence, in order (finals only)"
     )
@@ -142,6 +159,7 @@ class TranscriptMessage(Envelope):
     duration_ms: int = Field(ge=0)
     segments: tuple[SegmentData, ...]
     model: str | None = Field(default=None, description="the model that transcribed it")
+    task: TaskField = Task.TRANSCRIBE
 
 
 class MatchMessage(Envelope):

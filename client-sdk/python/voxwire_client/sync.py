@@ -22,8 +22,9 @@ from voxwire_client.api import (
     TranscriptFormat,
     TranscriptResponse,
 )
-from voxwire_client.client import AsyncClient, Prompts, Transcript
-from voxwire_client.messages import Message
+from voxwire_client.client import AsyncClient, Transcript
+from voxwire_client.messages import Message, Task
+from voxwire_client.uploads import Prompts
 
 
 class Client:
@@ -53,6 +54,7 @@ class Client:
         model: str | None = None,
         diarize: SpeakerBounds | bool = False,
         vocabulary: Sequence[str] = (),
+        task: Task | str = Task.TRANSCRIBE,
     ) -> SessionCreated:
         uploading = self._async.upload(
             path,
@@ -62,6 +64,7 @@ class Client:
             model=model,
             diarize=diarize,
             vocabulary=vocabulary,
+            task=task,
         )
         return self._loop.run_until_complete(uploading)
 
@@ -95,6 +98,7 @@ class Client:
         language: str | None = None,
         model: str | None = None,
         vocabulary: Sequence[str] = (),
+        task: Task | str = Task.TRANSCRIBE,
     ) -> Transcript:
         transcribing = self._async.transcribe(
             path,
@@ -104,6 +108,7 @@ class Client:
             language=language,
             model=model,
             vocabulary=vocabulary,
+            task=task,
         )
         return self._loop.run_until_complete(transcribing)
 

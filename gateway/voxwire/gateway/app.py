@@ -274,6 +274,10 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             str | None,
             Form(description='words to expect: "ComfyUI, Kubernetes" or a JSON list (at most 50)'),
         ] = None,
+        task: Annotated[
+            str | None,
+            Form(description="transcribe (the default) or translate: the text in English"),
+        ] = None,
     ) -> SessionCreated:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit():
@@ -292,6 +296,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
                 min_speakers=min_speakers,
                 max_speakers=max_speakers,
                 vocabulary=vocabulary,
+                task=task,
             ),
             key=caller[1],
         )

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from voxwire_client.api import RedactMode
+from voxwire_client.messages import Task
 
 console = Console()
 err_console = Console(stderr=True)
@@ -34,6 +35,28 @@ VocabularyOption = Annotated[
     ),
 ]
 """``--vocabulary`` of the commands that start a session."""
+
+TranslateOption = Annotated[
+    bool,
+    typer.Option(
+        "--translate",
+        help="the text in English, translated from the language spoken (a multilingual "
+        "model, e.g. base)",
+    ),
+]
+"""``--translate`` of the commands that start a session: task translate."""
+
+
+def task_of(translate: bool) -> Task:
+    """The task ``--translate`` asks for."""
+    return Task.TRANSLATE if translate else Task.TRANSCRIBE
+
+
+def transcript_title(language: str | None, task: Task) -> str:
+    """The heading of a transcript printed at the end of a command."""
+    if task is Task.TRANSLATE:
+        return f"transcript (English, translated from {language or 'the language spoken'})"
+    return "transcript"
 
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:

@@ -10,7 +10,15 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from voxwire.cli.common import RedactOption, VocabularyOption, console, fail
+from voxwire.cli.common import (
+    RedactOption,
+    TranslateOption,
+    VocabularyOption,
+    console,
+    fail,
+    task_of,
+    transcript_title,
+)
 from voxwire.core.audio import decode, float32_to_pcm16le
 from voxwire.core.codecs import opus_packets
 from voxwire.core.errors import VoxwireError
@@ -48,6 +56,7 @@ def stream(
     ] = 20,
     redact: RedactOption = None,
     vocabulary: VocabularyOption = None,
+    translate: TranslateOption = False,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
@@ -81,6 +90,7 @@ def stream(
             model=model,
             redact=redact,
             vocabulary=tuple(vocabulary or ()),
+            task=task_of(translate),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -90,7 +100,7 @@ def stream(
         result = asyncio.run(_run(chunks, chunk_ms, request, speed, url, api_key, mqtt_url))
     except ClientError as exc:
         fail(exc.message, exc.hint)
-    console.rule("transcript")
+    console.rule(transcript_title(result.language, result.task))
     console.print(result.text)
 
 

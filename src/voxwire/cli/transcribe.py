@@ -14,12 +14,15 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from voxwire.cli.common import (
     RedactOption,
+    TranslateOption,
     VocabularyOption,
     clock,
     console,
     err_console,
     fail,
     highlight_markup,
+    task_of,
+    transcript_title,
 )
 from voxwire_client import AsyncClient, ClientError, Transcript, TranscriptFormat
 from voxwire_client.messages import (
@@ -27,6 +30,7 @@ from voxwire_client.messages import (
     Message,
     ProgressMessage,
     SegmentMessage,
+    Task,
 )
 
 
@@ -51,6 +55,7 @@ def transcribe(
     ] = None,
     redact: RedactOption = None,
     vocabulary: VocabularyOption = None,
+    translate: TranslateOption = False,
     diarize: Annotated[
         bool, typer.Option("--diarize", help="label every segment with its speaker")
     ] = False,
@@ -84,6 +89,7 @@ def transcribe(
                 chosen=chosen,
                 diarize=diarize,
                 vocabulary=vocabulary or [],
+                task=task_of(translate),
                 fmt=export,
             )
         )
@@ -99,6 +105,7 @@ def transcribe(
                     "sid": result.sid,
                     "text": result.text,
                     "language": result.language,
+                    "task": result.task.value,
                     "duration_ms": result.duration_ms,
                     "segments": [s.model_dump() for s in result.segments],
                     "matches": [m.model_dump() for m in result.matches],
@@ -106,7 +113,7 @@ def transcribe(
             )
         )
     else:
-        console.rule("transcript")
+        console.rule(transcript_title(result.language, result.task))
         console.print(result.text)
 
 
@@ -121,6 +128,7 @@ async def _run(
     chosen: dict[str, str | None],
     diarize: bool = False,
     vocabulary: list[str] | None = None,
+    task: Task = Task.TRANSCRIBE,
     fmt: TranscriptFormat | None = None,
 ) -> tuple[Transcript, str | None]:
     """The session's transcript, and its text in ``fmt`` when one is asked for."""
@@ -133,12 +141,12 @@ async def _run(
         console=out,
         transient=True,
     )
-    task = progress.add_task(file.name, total=100)
+    bar = progress.add_task(file.name, total=100)
 
     def on_event(message: Message) -> None:
         if isinstance(message, ProgressMessage):
             progress.update(
-                task,
+                bar,
                 completed=message.percent,
                 description=f"{file.name} [dim]{message.status.value}[/]",
             )
@@ -158,7 +166,7 @@ async def _run(
     async with AsyncClient(url, api_key, mqtt_url) as client:
         with progress:
             created = await client.upload(
-                file, prompts, **chosen, diarize=diarize, vocabulary=vocabulary or ()
+                file, prompts, **chosen, diarize=diarize, vocabulary=vocabulary or (), task=task
             )
             out.print(
                 f"session [bold]{created.sid}[/] (follow it on {created.endpoints.topic_filter})"

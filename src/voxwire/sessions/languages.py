@@ -7,6 +7,10 @@ the engine's model for now); anything else is a 400 that lists them.
 streams: on the first final). An English-only model (``tiny.en``) can neither
 detect nor speak another language: asking it to is a 400, not a transcript in
 the wrong language.
+
+A session's ``task`` is ``transcribe`` (the text in the language spoken) or
+``translate`` (the text in English, Whisper's translate task): only a
+multilingual model can translate, so asking ``tiny.en`` to is a 400 as well.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from voxwire.core.config import Settings
 from voxwire.core.errors import InvalidRequestError
 from voxwire.models.registry import catalog, multilingual
+from voxwire_client.messages import Task
 
 AUTO = "auto"
 _CODE = re.compile(r"auto|[a-z]{2,3}")
@@ -57,3 +62,21 @@ def check_language(language: str, model: str | Path) -> str:
             hint=f"ask for language 'en', or use a multilingual model ({', '.join(others)})",
         )
     return language
+
+
+def check_task(task: Task | str | None, model: str | Path) -> Task:
+    """The task a session asks for (None or empty: transcribe); InvalidRequestError
+    when it is neither task, or ``model`` is English-only and asked to translate."""
+    try:
+        chosen = Task((task or Task.TRANSCRIBE).strip().lower())
+    except ValueError:
+        raise InvalidRequestError(
+            f"invalid task {str(task)[:40]!r}", hint="use 'transcribe' or 'translate'"
+        ) from None
+    if chosen is Task.TRANSLATE and multilingual(model) is False:
+        others = [name for name, spec in catalog().items() if spec.multilingual]
+        raise InvalidRequestError(
+            f"model {str(model)!r} is English-only: it cannot translate",
+            hint=f"use a multilingual model ({', '.join(others)}), or task 'transcribe'",
+        )
+    return chosen

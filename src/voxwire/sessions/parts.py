@@ -159,4 +159,5 @@ def _as_upload(request: FinishUpload, data: bytes) -> Upload:
         min_speakers=str(bounds.min_speakers) if bounds and bounds.min_speakers else None,
         max_speakers=str(bounds.max_speakers) if bounds and bounds.max_speakers else None,
         vocabulary=json.dumps(request.vocabulary) if request.vocabulary else None,
+        task=request.task.value,
     )

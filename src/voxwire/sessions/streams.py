@@ -8,7 +8,7 @@ from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
-from voxwire.sessions.languages import check_language, check_model
+from voxwire.sessions.languages import check_language, check_model, check_task
 from voxwire.sessions.opening import announce, open_session, stored
 from voxwire.sessions.uploads import check_prompt_speakers, check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
@@ -53,7 +53,8 @@ class StreamService:
         redact = self._settings.security.redact_for(tenant.name, request.redact)
         model = check_model(request.model, self._settings)
         language = check_language(request.language, model)
-        update = {"redact": redact, "language": language, "model": model}
+        task = check_task(request.task, model)
+        update = {"redact": redact, "language": language, "model": model, "task": task}
         request = request.model_copy(update=update)
         sid = await open_session(
             self._store, self._access, tenant, prompts=request.prompts, sid=sid, key=key

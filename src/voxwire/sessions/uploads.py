@@ -23,7 +23,7 @@ from voxwire.core.standing_prompts import (
     check_speakers,
     prompt_of,
 )
-from voxwire.sessions.languages import check_language, check_model
+from voxwire.sessions.languages import check_language, check_model, check_task
 from voxwire.sessions.opening import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
@@ -51,6 +51,7 @@ class Upload:
     min_speakers: str | None = None
     max_speakers: str | None = None
     vocabulary: str | None = None
+    task: str | None = None
 
 
 def redact_mode(raw: str | None) -> RedactMode | None:
@@ -222,6 +223,7 @@ class UploadService:
         vocabulary = parse_vocabulary(upload.vocabulary)
         model = check_model(upload.model, self._settings)
         language = check_language(upload.language or self._settings.engine.language, model)
+        task = check_task(upload.task, model)
         redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
         diarize = speaker_bounds(upload)
         check_prompt_speakers(prompts, diarized=diarize is not None)
@@ -260,6 +262,7 @@ class UploadService:
             redact=redact,
             diarize=diarize,
             vocabulary=vocabulary,
+            task=task,
         )
         queued = ProgressMessage(
             sid=sid,

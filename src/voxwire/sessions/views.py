@@ -5,6 +5,7 @@ from __future__ import annotations
 from voxwire.core.config import Settings
 from voxwire.store import SessionRecord, Store
 from voxwire_client.api import Endpoints, SessionInfo, StreamCreated, TranscriptResponse
+from voxwire_client.messages import Task
 from voxwire_client.topics import audio_chunk_prefix, audio_control_topic, session_filter
 
 
@@ -40,7 +41,8 @@ def stream_created(settings: Settings, session: SessionRecord) -> StreamCreated:
 
 
 async def transcript_of(store: Store, session: SessionRecord) -> TranscriptResponse:
-    """The stored transcript: every final segment, and the matches of its prompts."""
+    """The stored transcript: every final segment, and the matches of its prompts;
+    its task is its segments' (a session without any: transcribe)."""
     segments = await store.segments(session.sid)
     return TranscriptResponse(
         sid=session.sid,
@@ -50,4 +52,5 @@ async def transcript_of(store: Store, session: SessionRecord) -> TranscriptRespo
         duration_ms=session.duration_ms,
         segments=tuple(segments),
         matches=tuple(await store.matches(session.sid)),
+        task=segments[0].task if segments else Task.TRANSCRIBE,
     )

@@ -41,6 +41,7 @@ from voxwire_client.api import (
     StreamRequest,
     Vocabulary,
 )
+from voxwire_client.messages import Task, TaskField
 from voxwire_client.topics import validate_sid
 
 GATEWAY_SEQ = 1
@@ -71,6 +72,7 @@ class FileJob(_Record):
         default=None, description="label every segment with its speaker; None: off"
     )
     vocabulary: Vocabulary = ()
+    task: TaskField = Task.TRANSCRIBE
     first_seq: int = Field(
         default=FIRST_WORKER_SEQ, ge=1, description="seq of the job's first message"
     )

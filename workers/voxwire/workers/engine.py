@@ -36,6 +36,10 @@ class EngineOptions:
     most this many characters of the stream's earlier finals as its prompt,
     after ``initial_prompt`` (0: none). Engines ignore it; the stream session
     applies it (:meth:`~voxwire.workers.stream_pipeline.StreamSession.engine_options`)."""
+    task: str = "transcribe"
+    """``transcribe`` (the text in the language spoken) or ``translate`` (in
+    English: Whisper's translate task; a multilingual model only). ``language``
+    stays the language spoken: given, or detected as for a transcription."""
     vocabulary: tuple[str, ...] = ()
     """Words the session expects (names, product terms): they open the decoder's
     prompt (:attr:`prompt`), which makes the decoder write them as given."""
@@ -119,6 +123,21 @@ def check_audio(audio: Audio) -> Audio:
     if not np.isfinite(samples).all():
         raise EngineError("audio contains NaN or infinite samples")
     return samples
+
+
+TASKS = ("transcribe", "translate")
+
+
+def check_task(task: str, multilingual: bool, model: str) -> bool:
+    """Whether ``task`` is translate; EngineError for an unknown task, or for a
+    translation asked of an English-only ``model``."""
+    if task not in TASKS:
+        raise EngineError(f"unknown task {task!r}", hint="use 'transcribe' or 'translate'")
+    if task == "translate" and not multilingual:
+        raise EngineError(
+            f"model {model} is English-only, cannot translate", hint="use a multilingual model"
+        )
+    return task == "translate"
 
 
 class TranscriptionAborted(EngineError):

@@ -74,7 +74,9 @@ def run_file_job(
     With ``language`` "auto" the language is detected on the first speech, then
     kept for the whole file. With diarization the speaker turns are found first,
     and a segment in which the speaker changes is split there
-    (:mod:`voxwire.workers.speakers.files`)."""
+    (:mod:`voxwire.workers.speakers.files`). The job's task (translate: the text
+    in English) is the engine's, whatever ``options`` said."""
+    options = replace(options, task=job.task.value)
     builder = TranscriptBuilder(
         job.sid,
         language=None if options.language in AUTO else options.language,
@@ -82,6 +84,7 @@ def run_file_job(
         redact=job.redact,
         prompts=job.prompts,
         first_seq=job.first_seq,
+        task=job.task,
     )
     emit(builder.file_progress(SessionStatus.TRANSCRIBING, 0, job.duration_ms))
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from voxwire.core.errors import ConfigError
 from voxwire.workers.endpointing import EndpointConfig
 from voxwire_client.api import AudioCodec, RedactMode, StreamRequest
+from voxwire_client.messages import Task
 
 _LANGUAGE = re.compile(r"auto|[a-z]{2,3}")
 
@@ -34,6 +35,8 @@ class StreamConfig:
     max_speakers: int | None = None
     vocabulary: tuple[str, ...] = ()
     """Words the stream expects: they open the decoder's prompt (EngineOptions)."""
+    task: Task = Task.TRANSCRIBE
+    """``translate``: the finals in English (EngineOptions.task)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.language, str) or not _LANGUAGE.fullmatch(self.language):

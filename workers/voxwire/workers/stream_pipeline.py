@@ -144,7 +144,8 @@ class StreamSession:
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
         self.sid = validate_sid(sid)
-        self.options = replace(options, language=config.language, vocabulary=config.vocabulary)
+        language, vocabulary, task = config.language, config.vocabulary, config.task.value
+        self.options = replace(options, language=language, vocabulary=vocabulary, task=task)
         self._emit, self._now = emit, now
         self._prompts_changed = resume is not None and resume.prompts is not None
         if resume is not None and resume.prompts is not None:
@@ -157,6 +158,7 @@ class StreamSession:
             prompts=prompts,
             first_seq=resume.next_seq if resume else first_seq,
             finals=resume.finals if resume else (),
+            task=config.task,
         )
         start = resume or Resume(first_seq)
         self._intake = StreamIntake(

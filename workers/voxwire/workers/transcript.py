@@ -44,6 +44,7 @@ from voxwire_client.messages import (
     SegmentData,
     SegmentMessage,
     SessionStatus,
+    Task,
     TranscriptMessage,
     WordData,
 )
@@ -111,6 +112,7 @@ class TranscriptBuilder:
         prompts: Sequence[PromptSpec | Prompt] = (),
         first_seq: int = FIRST_WORKER_SEQ,
         finals: Iterable[SegmentData] = (),
+        task: Task = Task.TRANSCRIBE,
     ) -> None:
         """``finals`` were committed before (a resumed stream): the numbering
         goes on after them and the prompts already matched them. Raises
@@ -121,6 +123,7 @@ class TranscriptBuilder:
         self.language = language
         self.language_prob: float | None = None  # set when the language was detected
         self.model = model
+        self.task = task  # on every segment: translate says the text is in English
         self._redact = redact
         try:
             self._matcher = StandingPrompts([prompt_of(p) for p in prompts])
@@ -273,6 +276,7 @@ class TranscriptBuilder:
             duration_ms=duration_ms,
             segments=tuple(self.finals),
             model=self.model,
+            task=self.task,
         )
 
     def _redacted(self, text: str, *, partial: bool = False) -> str:
@@ -295,6 +299,7 @@ class TranscriptBuilder:
             language_prob=self.language_prob,
             speaker=speaker,
             model=self.model,
+            task=self.task,
         )
 
     def _match(self, hit: Match) -> MatchMessage:

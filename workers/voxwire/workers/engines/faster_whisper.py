@@ -34,6 +34,7 @@ from voxwire.workers.engine import (
     TranscriptionAborted,
     Word,
     check_audio,
+    check_task,
     clean_text,
     fit_words,
 )
@@ -164,6 +165,7 @@ class FasterWhisperEngine:
         if samples.size < SAMPLE_RATE // 10:
             return []
         language = self._language(options)
+        check_task(options.task, self.multilingual, self.model_dir.name)
         duration_ms = samples.size * 1000 // SAMPLE_RATE
         found: list[Segment] = []
         with self._lock:
@@ -173,6 +175,7 @@ class FasterWhisperEngine:
                 pieces, info = self._model.transcribe(
                     samples,
                     language=language,
+                    task=options.task,
                     beam_size=options.beam_size,
                     temperature=options.temperature,
                     initial_prompt=options.prompt,
@@ -228,6 +231,7 @@ class FasterWhisperEngine:
             if model is None:
                 raise EngineError("the engine is closed")
             language = self._language(options)
+            check_task(options.task, self.multilingual, self.model_dir.name)
             features = np.stack([pad_or_trim(model.feature_extractor(s)) for s in samples])
             try:
                 encoded = model.encode(features)
@@ -241,7 +245,7 @@ class FasterWhisperEngine:
                     ]
                 )
                 tokenizers = [
-                    Tokenizer(model.hf_tokenizer, self.multilingual, "transcribe", spoken)
+                    Tokenizer(model.hf_tokenizer, self.multilingual, options.task, spoken)
                     for spoken, _prob in detected
                 ]
                 previous = (" " + options.prompt.strip()) if options.prompt else ""

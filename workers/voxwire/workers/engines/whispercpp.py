@@ -60,6 +60,7 @@ from voxwire.workers.engine import (
     TranscriptionAborted,
     Word,
     check_audio,
+    check_task,
     clean_text,
     fit_words,
 )
@@ -267,6 +268,7 @@ class WhisperCppEngine:
                 f"model {self.model_path.name} is English-only, cannot transcribe {language!r}",
                 hint="use a multilingual model",
             )
+        translate = check_task(options.task, self.multilingual, self.model_path.name)
         beam = options.beam_size > 1
         sampling = pw.whisper_sampling_strategy
         params = pw.whisper_full_default_params(
@@ -279,6 +281,7 @@ class WhisperCppEngine:
         # "auto" on an English-only model makes whisper.cpp log an error.
         params.language = language if self.multilingual else "en"
         params.temperature = options.temperature
+        params.translate = translate
         if options.prompt:  # after a space, as faster-whisper and Whisper's own code give it
             params.initial_prompt = " " + options.prompt.strip()
         params.print_progress = False
