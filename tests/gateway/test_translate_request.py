@@ -1,8 +1,9 @@
 """What a session may ask of translation, over HTTP and MQTT alike: ``task``
 "translate" reaches the file job and the stream's start record with a
-multilingual model; an English-only model (tiny.en) cannot translate, which is
-a 400 (over MQTT: an invalid_request answer) that names the models that can;
-a task that does not exist is refused with the two that do."""
+multilingual model (the language spoken detected unless given); an
+English-only model (tiny.en) cannot translate, which is a 400 (over MQTT: an
+invalid_request answer) that names the models that can; a task that does not
+exist is refused with the two that do."""
 
 from __future__ import annotations
 
@@ -54,18 +55,21 @@ async def test_a_multilingual_model_takes_translate_on_uploads_and_streams(tmp_p
         for form in ({"task": "translate", "language": "auto"}, {"task": "TRANSLATE "}, {}):
             upload = await http.post("/v1/sessions", files=FILES, data=form, headers=auth)
             assert upload.status_code == 201, upload.text
-        body = {"task": "translate", "language": "de"}
-        stream = await http.post("/v1/streams", json=body, headers=auth)
-        assert stream.status_code == 201, stream.text
+        for body in ({"task": "translate", "language": "de"}, {"task": "translate"}):
+            stream = await http.post("/v1/streams", json=body, headers=auth)
+            assert stream.status_code == 201, stream.text
     asked = [FileJob.model_validate_json((await jobs.next()).value) for _ in range(3)]
     assert [(job.task, job.language) for job in asked] == [
         (Task.TRANSLATE, "auto"),
-        (Task.TRANSLATE, "en"),
-        (Task.TRANSCRIBE, "en"),  # the default
+        (Task.TRANSLATE, "auto"),  # a translation from a language not given: detected
+        (Task.TRANSCRIBE, "en"),  # the defaults
     ]
-    start = decode_audio_record((await audio.next()).value)
-    assert isinstance(start, StreamStart)
-    assert (start.request.task, start.request.language) == (Task.TRANSLATE, "de")
+    starts = [decode_audio_record((await audio.next()).value) for _ in range(2)]
+    assert all(isinstance(start, StreamStart) for start in starts)
+    assert [(s.request.task, s.request.language) for s in starts if isinstance(s, StreamStart)] == [
+        (Task.TRANSLATE, "de"),
+        (Task.TRANSLATE, "auto"),
+    ]
 
 
 async def test_an_english_only_model_cannot_translate(tmp_path: Path) -> None:

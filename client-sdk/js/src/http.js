@@ -47,6 +47,7 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {boolean} [diarize]  label each final with its speaker (S1, S2...); never relabelled
  * @property {number} [max_speakers]  with diarize: at most this many speakers (1-20)
  * @property {string[]} [vocabulary]  words to expect, written as given (at most 50)
+ * @property {"transcribe" | "translate"} [task]  translate: the finals in English (a multilingual model)
  *
  * @typedef {object} TokenResponse  a session token for the broker (and the session routes)
  * @property {string} token     the MQTT password
@@ -142,10 +143,12 @@ export class Gateway {
    * @param {Blob} file
    * `diarize` labels every segment with its speaker (S1, S2...), within
    * `minSpeakers`/`maxSpeakers` when given. `vocabulary`: words to expect (names,
-   * product terms), written as given.
+   * product terms), written as given. `task: "translate"`: the text in English, from
+   * any language a multilingual model knows (an English-only model refuses with a 400).
    * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity" | "numbers",
    *   language?: string, model?: string, filename?: string, diarize?: boolean,
-   *   minSpeakers?: number, maxSpeakers?: number, vocabulary?: string[]}} [options]
+   *   minSpeakers?: number, maxSpeakers?: number, vocabulary?: string[],
+   *   task?: "transcribe" | "translate"}} [options]
    * @returns {Promise<SessionCreated>}
    */
   upload(
@@ -160,6 +163,7 @@ export class Gateway {
       minSpeakers,
       maxSpeakers,
       vocabulary = [],
+      task,
     } = {},
   ) {
     const form = new FormData();
@@ -173,6 +177,7 @@ export class Gateway {
     if (minSpeakers != null) form.set("min_speakers", String(minSpeakers));
     if (maxSpeakers != null) form.set("max_speakers", String(maxSpeakers));
     if (vocabulary.length) form.set("vocabulary", JSON.stringify(vocabulary));
+    if (task) form.set("task", task);
     return this.json("POST", "/v1/sessions", { body: form });
   }
 

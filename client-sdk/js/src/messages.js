@@ -30,6 +30,7 @@
  * @property {number | null} [language_prob] how sure the detection was (language "auto")
  * @property {string | null} [speaker] with diarization: S1, S2... in order of appearance; never changed later
  * @property {string | null} [model] the model that transcribed it
+ * @property {"transcribe" | "translate"} [task] translate: the text is in English, `language` the one spoken
  * @property {Word[]} [words] word times and confidence, in order (finals only; empty where none)
  */
 
@@ -46,7 +47,7 @@
  *   latency?: {vad_ms: number, queue_ms: number, transcribe_ms: number} | null}} SegmentMessage
  * @typedef {Envelope & {type: "transcript", text: string, language?: string | null,
  *   language_prob?: number | null, duration_ms: number, segments: Segment[],
- *   model?: string | null}} TranscriptMessage
+ *   model?: string | null, task?: "transcribe" | "translate"}} TranscriptMessage
  * @typedef {Envelope & {type: "progress", status: "queued" | "transcribing" | "completed" | "failed",
  *   percent: number, processed_ms: number, duration_ms: number,
  *   speech?: boolean | null, lag_ms?: number | null,

@@ -67,6 +67,18 @@ describe("Gateway", () => {
     assert.deepEqual(JSON.parse(requests[0].body.get("vocabulary")), ["ComfyUI", "Kubernetes"]);
   });
 
+  it("asks for a translation only when told to", async () => {
+    const { fetch, requests } = scripted([201, { sid: "s_1" }], [201, { sid: "s_2" }], [201, { sid: "s_3" }]);
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });
+    await gateway.upload(new Blob([new Uint8Array(4)]), { language: "auto", task: "translate" });
+    await gateway.upload(new Blob([new Uint8Array(4)]));
+    await gateway.startStream({ language: "de", task: "translate" });
+    assert.equal(requests[0].body.get("task"), "translate");
+    assert.equal(requests[0].body.get("language"), "auto");
+    assert.equal(requests[1].body.get("task"), null);
+    assert.equal(JSON.parse(requests[2].body).task, "translate");
+  });
+
   it("fetches the transcript as subtitles in the format asked for", async () => {
     const requests = [];
     const vtt = "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\n<v S1>Hello\n";

@@ -55,7 +55,8 @@ class Envelope(_Model):
 class Task(StrEnum):
     """What a session's text is: ``transcribe``, the words in the language spoken;
     ``translate``, their English translation (Whisper's translate task; needs a
-    multilingual model). Segments of either say the language spoken."""
+    multilingual model; without a language given, the one spoken is detected).
+    Segments of either say the language spoken."""
 
     TRANSCRIBE = "transcribe"
     TRANSLATE = "translate"

@@ -40,8 +40,9 @@ def stream(
     speed: Annotated[float, typer.Option(help="play faster than real time (e.g. 4)")] = 1.0,
     min_silence_ms: Annotated[int, typer.Option(help="silence that ends a segment")] = 600,
     language: Annotated[
-        str, typer.Option(help="a language code such as de, or auto to detect it")
-    ] = "en",
+        str | None,
+        typer.Option(help="a language code such as de, or auto [en; with --translate: auto]"),
+    ] = None,
     model: Annotated[
         str | None, typer.Option(help="one of the models the platform serves [its default]")
     ] = None,
@@ -86,7 +87,7 @@ def stream(
             frame_ms=frame_ms,
             prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
             min_silence_ms=min_silence_ms,
-            language=language,
+            **({"language": language} if language else {}),
             model=model,
             redact=redact,
             vocabulary=tuple(vocabulary or ()),

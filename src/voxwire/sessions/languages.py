@@ -11,6 +11,8 @@ the wrong language.
 A session's ``task`` is ``transcribe`` (the text in the language spoken) or
 ``translate`` (the text in English, Whisper's translate task): only a
 multilingual model can translate, so asking ``tiny.en`` to is a 400 as well.
+A translation that does not say which language is spoken detects it
+(:func:`spoken_default`): translating from English would only transcribe.
 """
 
 from __future__ import annotations
@@ -80,3 +82,9 @@ def check_task(task: Task | str | None, model: str | Path) -> Task:
             hint=f"use a multilingual model ({', '.join(others)}), or task 'transcribe'",
         )
     return chosen
+
+
+def spoken_default(task: Task, default: str = "en") -> str:
+    """The language of a session that names none: ``default``, or "auto" (detected)
+    for a translation."""
+    return AUTO if task is Task.TRANSLATE else default

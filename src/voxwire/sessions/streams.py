@@ -8,7 +8,7 @@ from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
-from voxwire.sessions.languages import check_language, check_model, check_task
+from voxwire.sessions.languages import check_language, check_model, check_task, spoken_default
 from voxwire.sessions.opening import announce, open_session, stored
 from voxwire.sessions.uploads import check_prompt_speakers, check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
@@ -52,8 +52,9 @@ class StreamService:
         check_prompt_speakers(request.prompts, diarized=request.diarize)
         redact = self._settings.security.redact_for(tenant.name, request.redact)
         model = check_model(request.model, self._settings)
-        language = check_language(request.language, model)
         task = check_task(request.task, model)
+        given = "language" in request.model_fields_set
+        language = check_language(request.language if given else spoken_default(task), model)
         update = {"redact": redact, "language": language, "model": model, "task": task}
         request = request.model_copy(update=update)
         sid = await open_session(

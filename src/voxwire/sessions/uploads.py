@@ -23,7 +23,7 @@ from voxwire.core.standing_prompts import (
     check_speakers,
     prompt_of,
 )
-from voxwire.sessions.languages import check_language, check_model, check_task
+from voxwire.sessions.languages import check_language, check_model, check_task, spoken_default
 from voxwire.sessions.opening import announce, open_session, stored
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
@@ -222,8 +222,10 @@ class UploadService:
         prompts = parse_prompts(upload.prompts)
         vocabulary = parse_vocabulary(upload.vocabulary)
         model = check_model(upload.model, self._settings)
-        language = check_language(upload.language or self._settings.engine.language, model)
         task = check_task(upload.task, model)
+        language = check_language(
+            upload.language or spoken_default(task, self._settings.engine.language), model
+        )
         redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
         diarize = speaker_bounds(upload)
         check_prompt_speakers(prompts, diarized=diarize is not None)

@@ -183,9 +183,11 @@ class SessionView {
 
   /**
    * Show a segment in index order; a final replaces the partial of its index.
-   * A diarized segment shows its speaker's label, in the speaker's colour.
+   * A diarized segment shows its speaker's label, in the speaker's colour; a
+   * translated one says from which language ("de → en").
    * The row keeps the `seq` of the message that last set it.
-   * @param {{index: number, start_ms: number, end_ms: number, text: string, speaker?: string | null}} segment
+   * @param {{index: number, start_ms: number, end_ms: number, text: string, speaker?: string | null,
+   *   task?: string, language?: string | null}} segment
    * @param {boolean} partial
    * @param {number} [seq]
    */
@@ -207,6 +209,15 @@ class SessionView {
     row.querySelector(".time").textContent = clock(segment.start_ms);
     row.querySelector(".text").textContent = partial ? `${segment.text} …` : segment.text;
     row.querySelector(".speaker")?.remove();
+    row.querySelector(".translated")?.remove();
+    if (segment.task === "translate") {
+      row.dataset.task = "translate";
+      const from = document.createElement("span");
+      from.className = "translated";
+      from.textContent = `${segment.language ?? "?"} → en`;
+      from.title = `translated into English from ${segment.language ?? "the language spoken"}`;
+      row.querySelector(".text").before(from);
+    }
     if (segment.speaker) {
       row.dataset.speaker = segment.speaker;
       row.style.setProperty("--speaker", speakerColour(segment.speaker));
@@ -290,6 +301,7 @@ async function upload(/** @type {SubmitEvent} */ event) {
       prompts: phrases($("#upload-prompts").value).map((line, i) => promptOf(line, `p${i + 1}`)),
       diarize: $("#upload-diarize").checked,
       redact: $("#upload-redact").value || undefined,
+      task: $("#upload-translate").checked ? "translate" : undefined,
       listeners: view.listeners(),
     });
     view.root.dataset.sid = feed.sid;
@@ -346,6 +358,7 @@ async function toggleRecording() {
         prompts: [...prompts].map(([line, id]) => promptOf(line, id)),
         partial_interval_s: 1,
         diarize: $("#live-diarize").checked,
+        ...($("#live-translate").checked ? { task: "translate" } : {}),
       },
       { listeners },
     );
