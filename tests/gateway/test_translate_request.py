@@ -118,8 +118,13 @@ async def test_mqtt_requests_ask_for_translation_as_http_ones_do(
         opening = {"op": "open_stream", "stream": {"task": "translate"}}
         await bridge.ask(bridge.key.key_id, "open", json.dumps(opening).encode())
         await bridge.part("rec", 0, _short_wav())
-        finish = {"op": "finish_upload", "upload": "rec", "parts": 1, "filename": "a.wav"}
-        finish["task"] = "translate"
+        finish = {
+            "op": "finish_upload",
+            "upload": "rec",
+            "parts": 1,
+            "filename": "a.wav",
+            "task": "translate",
+        }
         await bridge.ask(bridge.key.key_id, "fin", json.dumps(finish).encode())
         stream, upload = await bridge.answered(1), await bridge.answered(2)
     finally:
