@@ -48,6 +48,14 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {number} [max_speakers]  with diarize: at most this many speakers (1-20)
  * @property {string[]} [vocabulary]  words to expect, written as given (at most 50)
  *
+ * @typedef {object} Health  what the platform is and serves (GET /healthz)
+ * @property {string} status
+ * @property {string} version
+ * @property {string} mode  "embedded" or "distributed"
+ * @property {string} model  the default model
+ * @property {string[]} models  the models a session may ask for (the first is the default)
+ * @property {string | null} [device]  where the answering process's engines run
+ *
  * @typedef {object} TokenResponse  a session token for the broker (and the session routes)
  * @property {string} token     the MQTT password
  * @property {string} username  the MQTT username
@@ -181,6 +189,11 @@ export class Gateway {
     return this.json("POST", "/v1/streams", {
       json: { ...request, prompts: promptSpecs(request.prompts ?? []) },
     });
+  }
+
+  /** What the platform is and which models it serves. @returns {Promise<Health>} */
+  health() {
+    return this.json("GET", "/healthz");
   }
 
   /** @param {string[]} sids @param {number} [ttlS] @returns {Promise<TokenResponse>} */

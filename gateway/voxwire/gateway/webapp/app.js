@@ -1,6 +1,7 @@
 // The voxwire web app: upload a file, record live, search. Plain modules on
 // top of the browser SDK (./sdk/) and mqtt.js (./vendor/), no framework.
 
+import { fillPickers, sessionOptions } from "./options.js";
 import { VoxwireClient } from "./sdk/index.js";
 
 const KEY_STORAGE = "voxwire.apiKey";
@@ -99,6 +100,7 @@ class SessionView {
     this.matchList = this.root.querySelector(".matches");
     this.segmentList = this.root.querySelector(".segments");
     this.downloads = this.root.querySelector(".downloads");
+    this.heardText = this.root.querySelector(".heard");
     for (const link of this.downloads.querySelectorAll("a")) {
       link.addEventListener("click", (/** @type {MouseEvent} */ event) => this.download(event, link));
     }
@@ -135,6 +137,19 @@ class SessionView {
     }
   }
 
+  /**
+   * Which model transcribed the session and in which language (with how sure
+   * the detection was), as the segments and the transcript say.
+   * @param {{model?: string | null, language?: string | null, language_prob?: number | null}} said
+   */
+  heard(said) {
+    const parts = [said.model, said.language && (said.language_prob != null ? `${said.language} ${Math.round(said.language_prob * 100)}%` : said.language)];
+    const text = parts.filter(Boolean).join(" · ");
+    if (!text) return;
+    this.heardText.textContent = text;
+    this.heardText.hidden = false;
+  }
+
   /** @param {string} text */
   status(text) {
     this.statusText.textContent = text;
@@ -157,6 +172,7 @@ class SessionView {
       final: (/** @type {any} */ m) => {
         this.finals += 1;
         this.segment(m.segment, false, m.seq);
+        this.heard(m.segment);
       },
       match: (/** @type {any} */ m) => this.match(m),
       error: (/** @type {any} */ e) => {
@@ -176,6 +192,7 @@ class SessionView {
         this.progress.value = 100;
         this.status(t.status === "completed" ? `done — ${t.segments.length} segments` : "failed");
         this.root.dataset.done = t.status;
+        this.heard(t);
         if (t.status === "completed" && this.root.dataset.sid) this.offerDownloads(this.root.dataset.sid);
       },
     };
@@ -250,6 +267,7 @@ class SessionView {
 async function signIn(/** @type {string} */ apiKey) {
   const candidate = new VoxwireClient({ apiKey });
   await candidate.gateway.listSessions(1); // 401 for a wrong key
+  fillPickers((await candidate.gateway.health()).models);
   client = candidate;
   sessionStorage.setItem(KEY_STORAGE, apiKey);
   $("#key-id").textContent = `key ${apiKey.split("_")[1] ?? "…"}`;
@@ -287,6 +305,7 @@ async function upload(/** @type {SubmitEvent} */ event) {
   view.status("uploading…");
   try {
     const { feed } = await client.transcribe(file, {
+      ...sessionOptions("upload"),
       prompts: phrases($("#upload-prompts").value).map((line, i) => promptOf(line, `p${i + 1}`)),
       diarize: $("#upload-diarize").checked,
       redact: $("#upload-redact").value || undefined,
@@ -343,6 +362,7 @@ async function toggleRecording() {
   try {
     const { feed, mic } = await client.streamMicrophone(
       {
+        ...sessionOptions("live"),
         prompts: [...prompts].map(([line, id]) => promptOf(line, id)),
         partial_interval_s: 1,
         diarize: $("#live-diarize").checked,
