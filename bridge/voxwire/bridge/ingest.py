@@ -64,7 +64,11 @@ SHARE_GROUP = "voxwire-bridge"
 _RECONNECT = ReconnectPolicy(1.0, 10.0)
 
 
-def route(topic: str) -> tuple[str, str] | None:
+Route = tuple[str, str]
+"""Where a client topic goes: (bus topic, key)."""
+
+
+def route(topic: str) -> Route | None:
     """(bus topic, key) for a client topic, or None when it is not ours."""
     try:
         return AUDIO_TOPIC, parse_audio_topic(topic).sid
@@ -112,7 +116,9 @@ class MqttIngest:
         self.dropped = 0
         self.foreign = 0
         """Audio messages of another installation's sessions, acknowledged and dropped."""
-        self._gate = SessionGate(is_ours, self._decide) if is_ours is not None else None
+        self._gate: SessionGate[tuple[Received, Route]] | None = (
+            SessionGate(is_ours, self._decide) if is_ours is not None else None
+        )
         self._connection = BrokerConnection(
             ConnectOptions(
                 host,
@@ -137,29 +143,28 @@ class MqttIngest:
     def _receive(self, message: Received) -> None:
         """On the event loop: forward ``message`` in a task of its own (an audio
         message once its session is known to be ours)."""
-        if self._gate is not None:
-            target = route(message.topic)
-            if target is not None and target[0] == AUDIO_TOPIC:
-                self._gate.admit(target[1], message)
-                return
-        self._spawn(message)
+        target = route(message.topic)
+        if self._gate is not None and target is not None and target[0] == AUDIO_TOPIC:
+            self._gate.admit(target[1], (message, target))
+            return
+        self._spawn(message, target)
 
-    def _decide(self, message: Received, ours: bool) -> None:
+    def _decide(self, routed: tuple[Received, Route], ours: bool) -> None:
+        message, target = routed
         if ours:
-            self._spawn(message)
+            self._spawn(message, target)
             return
         self.foreign += 1
         INGEST_FOREIGN.inc()
         self._connection.ack(message)
 
-    def _spawn(self, message: Received) -> None:
-        task = asyncio.get_running_loop().create_task(self._forward(message))
+    def _spawn(self, message: Received, target: Route | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._forward(message, target))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _forward(self, message: Received) -> None:
+    async def _forward(self, message: Received, target: Route | None) -> None:
         async with self._limit:
-            target = route(message.topic)
             if target is None:
                 self.dropped += 1
                 log.warning(
