@@ -30,6 +30,13 @@ envelope, ``origin`` "mqtt"); topic access is enforced by the broker before
 anything gets here. The embedded broker speaks MQTT 3.1.1 without shared
 subscriptions: there one ingest subscribes directly. The ingest waits for its
 broker: a failed first connect is retried with the connection's reconnect delays.
+
+On a broker other installations may share (``is_ours`` given), the audio
+topics of a session this installation does not have are acknowledged and
+dropped instead (:mod:`voxwire.bridge.sessions_gate`): each installation's
+Kafka audio topic holds its own sessions' audio alone, in the order it came.
+Query topics go on as they are: the query service answers only the keys this
+installation issued.
 """
 
 from __future__ import annotations
@@ -37,14 +44,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import paho.mqtt.client as paho
 
+from voxwire.bridge.sessions_gate import SessionGate
 from voxwire.broker.connection import BrokerConnection, ConnectOptions, Received, ReconnectPolicy
 from voxwire.bus import Bus
 from voxwire.core.errors import BusError
-from voxwire.core.metrics import INGESTED
+from voxwire.core.metrics import INGEST_FOREIGN, INGESTED
 from voxwire.wire.records import ClientPublish
 from voxwire.wire.topics import AUDIO_TOPIC, QUERIES_TOPIC
 from voxwire_client.topics import parse_audio_topic, parse_query_topic
@@ -56,7 +64,11 @@ SHARE_GROUP = "voxwire-bridge"
 _RECONNECT = ReconnectPolicy(1.0, 10.0)
 
 
-def route(topic: str) -> tuple[str, str] | None:
+Route = tuple[str, str]
+"""Where a client topic goes: (bus topic, key)."""
+
+
+def route(topic: str) -> Route | None:
     """(bus topic, key) for a client topic, or None when it is not ours."""
     try:
         return AUDIO_TOPIC, parse_audio_topic(topic).sid
@@ -92,13 +104,21 @@ class MqttIngest:
         make_client: Callable[..., paho.Client] = paho.Client,
         tls: ssl.SSLContext | None = None,
         session_expiry_s: int = 24 * 3600,
+        is_ours: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
+        """``is_ours(sid)``: whether session ``sid`` is this installation's, on a
+        broker others may share (None: every session is, as on the embedded broker)."""
         self._bus = bus
         self._limit = asyncio.Semaphore(max_in_flight)
         self._filters = subscription_filters(share_group)  # no group: a plain subscription
         self._tasks: set[asyncio.Task[None]] = set()
         self.forwarded = 0
         self.dropped = 0
+        self.foreign = 0
+        """Audio messages of another installation's sessions, acknowledged and dropped."""
+        self._gate: SessionGate[tuple[Received, Route]] | None = (
+            SessionGate(is_ours, self._decide) if is_ours is not None else None
+        )
         self._connection = BrokerConnection(
             ConnectOptions(
                 host,
@@ -121,14 +141,30 @@ class MqttIngest:
         return self._connection.connected
 
     def _receive(self, message: Received) -> None:
-        """On the event loop: forward ``message`` in a task of its own."""
-        task = asyncio.get_running_loop().create_task(self._forward(message))
+        """On the event loop: forward ``message`` in a task of its own (an audio
+        message once its session is known to be ours)."""
+        target = route(message.topic)
+        if self._gate is not None and target is not None and target[0] == AUDIO_TOPIC:
+            self._gate.admit(target[1], (message, target))
+            return
+        self._spawn(message, target)
+
+    def _decide(self, routed: tuple[Received, Route], ours: bool) -> None:
+        message, target = routed
+        if ours:
+            self._spawn(message, target)
+            return
+        self.foreign += 1
+        INGEST_FOREIGN.inc()
+        self._connection.ack(message)
+
+    def _spawn(self, message: Received, target: Route | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._forward(message, target))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _forward(self, message: Received) -> None:
+    async def _forward(self, message: Received, target: Route | None) -> None:
         async with self._limit:
-            target = route(message.topic)
             if target is None:
                 self.dropped += 1
                 log.warning(
@@ -163,4 +199,6 @@ class MqttIngest:
             await self._connection.connect_retrying()
             await asyncio.Event().wait()
         finally:
+            if self._gate is not None:
+                self._gate.close()
             self._connection.close()

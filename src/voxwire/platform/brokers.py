@@ -64,6 +64,9 @@ class BrokerLink:
     """None: a plain subscription (a broker without shared subscriptions)."""
     bound: Mapping[str, int]
     """Settings the broker bound here (a port of 0 becomes a free one)."""
+    shared: bool = False
+    """Whether other installations may use the broker too (then the ingest
+    forwards only the audio of this installation's sessions)."""
 
 
 def publisher(link: BrokerLink) -> MqttConnection:
@@ -80,8 +83,13 @@ def publisher(link: BrokerLink) -> MqttConnection:
     )
 
 
-def ingest(link: BrokerLink, bus: Bus, settings: Settings) -> MqttIngest:
-    """What clients publish (audio, control, prompt queries) onto the bus."""
+def ingest(link: BrokerLink, bus: Bus, settings: Settings, store: Store) -> MqttIngest:
+    """What clients publish (audio, control, prompt queries) onto the bus; on a
+    shared broker, the audio of this installation's sessions (those ``store`` has)."""
+
+    async def is_ours(sid: str) -> bool:
+        return await store.session_owner(sid) is not None
+
     return MqttIngest(
         bus,
         link.host,
@@ -92,6 +100,7 @@ def ingest(link: BrokerLink, bus: Bus, settings: Settings) -> MqttIngest:
         share_group=link.share_group,
         tls=link.tls,
         session_expiry_s=settings.limits.ingest_session_expiry_s,
+        is_ours=is_ours if link.shared else None,
     )
 
 
@@ -185,6 +194,7 @@ async def attach_external(
         or f"voxwire-ingest-{ns + '-' if ns else ''}{socket.gethostname()}",
         share_group=f"{SHARE_GROUP}-{ns}" if ns else SHARE_GROUP,
         bound={},
+        shared=True,
     )
 
 

@@ -207,7 +207,7 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     blobs = adapters.blobs()
     parts = PartUploads(blobs, UploadService(settings, store, bus, blobs, access), store)
     queries = QueryService(bus, store, index, publishing, streams, parts, settings)
-    intake = ingest(link, bus, settings)
+    intake = ingest(link, bus, settings, store)
     where = f"broker at {link.host}:{link.port}"
 
     def connections() -> str | None:
