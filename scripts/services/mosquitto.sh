@@ -59,22 +59,34 @@ EOF
 }
 
 # A CA of our own and a server certificate it signed, for 127.0.0.1 and localhost (made once):
-# clients verify the TLS listeners with tls/ca.crt.
+# clients verify the TLS listeners with tls/ca.crt. A second CA, tls/device-ca.crt, signs the
+# devices' client certificates (`voxwire keys create --device NAME --cert-out DIR`): the
+# client-certificate listener trusts only it, so the server's own certificate (or anything else
+# the first CA signed) is no way in.
 mosquitto_tls() {
     local tls=$MOSQ_DIR/tls
-    [[ -s $tls/server.crt && -s $tls/ca.crt ]] && return 0
     mkdir -p "$tls"
-    (
-        umask 077
-        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=voxwire test CA" \
-            -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
-        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
-            -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$tls/san.ext"
-        openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
-            -CAcreateserial -days 3650 -extfile "$tls/san.ext" -out "$tls/server.crt" 2>/dev/null
-    ) || die "mosquitto: could not make the TLS certificates (is openssl installed?)"
-    chmod 644 "$tls/ca.crt" "$tls/server.crt"
+    if [[ ! -s $tls/server.crt || ! -s $tls/ca.crt ]]; then
+        (
+            umask 077
+            openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=voxwire test CA" \
+                -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+            openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+                -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+            printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$tls/san.ext"
+            openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+                -CAcreateserial -days 3650 -extfile "$tls/san.ext" -out "$tls/server.crt" 2>/dev/null
+        ) || die "mosquitto: could not make the TLS certificates (is openssl installed?)"
+    fi
+    if [[ ! -s $tls/device-ca.crt || ! -s $tls/device-ca.key ]]; then
+        (
+            umask 077
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+                -subj "/CN=voxwire test device CA" -keyout "$tls/device-ca.key" \
+                -out "$tls/device-ca.crt" 2>/dev/null
+        ) || die "mosquitto: could not make the device CA (is openssl installed?)"
+    fi
+    chmod 644 "$tls/ca.crt" "$tls/server.crt" "$tls/device-ca.crt"
 }
 
 mosquitto_configure() {
@@ -153,6 +165,19 @@ certfile $MOSQ_DIR/tls/server.crt
 keyfile $MOSQ_DIR/tls/server.key
 tls_version tlsv1.2
 
+# Devices with a client certificate from the device CA, no password: the certificate's CN (a
+# device key's id) is the username, so that key's dynamic-security client and roles apply.
+# A client without a certificate, or with one from another CA, fails the TLS handshake.
+listener $MOSQUITTO_CERT_PORT $HOST
+socket_domain ipv4
+protocol mqtt
+cafile $MOSQ_DIR/tls/device-ca.crt
+certfile $MOSQ_DIR/tls/server.crt
+keyfile $MOSQ_DIR/tls/server.key
+tls_version tlsv1.2
+require_certificate true
+use_identity_as_username true
+
 persistence true
 persistence_location $MOSQ_DIR/data/
 autosave_interval 30
@@ -181,9 +206,11 @@ mosquitto_probe() {
 }
 
 mosquitto_start() {
-    ports_free mosquitto "$MOSQUITTO_PORT" "$MOSQUITTO_WS_PORT" "$MOSQUITTO_TLS_PORT" "$MOSQUITTO_WSS_PORT"
+    ports_free mosquitto "$MOSQUITTO_PORT" "$MOSQUITTO_WS_PORT" "$MOSQUITTO_TLS_PORT" "$MOSQUITTO_WSS_PORT" \
+        "$MOSQUITTO_CERT_PORT"
     mosquitto_configure
-    record_ports mosquitto MOSQUITTO_PORT MOSQUITTO_WS_PORT MOSQUITTO_TLS_PORT MOSQUITTO_WSS_PORT
+    record_ports mosquitto MOSQUITTO_PORT MOSQUITTO_WS_PORT MOSQUITTO_TLS_PORT MOSQUITTO_WSS_PORT \
+        MOSQUITTO_CERT_PORT
     launch mosquitto mosquitto -c "$MOSQ_DIR/mosquitto.conf"
     wait_ready mosquitto "$(read_pid "$MOSQ_DIR/pid")" "$(mosquitto_marker)" mosquitto_probe
 }
@@ -191,7 +218,8 @@ mosquitto_start() {
 mosquitto_stop() { local p; p=$(mosquitto_pid) && stop_pid mosquitto "$p" "$(mosquitto_marker)" 30; rm -f "$MOSQ_DIR/pid"; }
 mosquitto_describe() {
     echo "mqtt://$HOST:$MOSQUITTO_PORT ws://$HOST:$MOSQUITTO_WS_PORT/mqtt" \
-        "mqtts://$HOST:$MOSQUITTO_TLS_PORT wss://$HOST:$MOSQUITTO_WSS_PORT/mqtt"
+        "mqtts://$HOST:$MOSQUITTO_TLS_PORT wss://$HOST:$MOSQUITTO_WSS_PORT/mqtt" \
+        "mqtts://$HOST:$MOSQUITTO_CERT_PORT (client certificates)"
 }
 
 mosquitto_reload() {
