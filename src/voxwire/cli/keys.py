@@ -12,19 +12,33 @@ as for the processes that serve: with Mosquitto (``broker = "external"``) a key
 is a dynamic-security client, created with the key and deleted when it is
 revoked, which disconnects the key's MQTT clients at once; EMQX and the embedded
 broker ask the store at every connection.
+
+``--cert-out DIR`` gives a device key a client certificate too (its common name
+the key id, signed by the device CA: :mod:`voxwire.broker.device_certs`), for
+Mosquitto's client-certificate listener, where the device connects without a
+password and the key's rules apply.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.table import Table
 
 from voxwire.access.keys import KeyRole
+from voxwire.broker.device_certs import (
+    MAX_DAYS,
+    DeviceAuthority,
+    check_out_dir,
+    issue,
+    write,
+)
 from voxwire.cli.common import console, fail
 from voxwire.cli.installation import installation_name
 from voxwire.core.config import Settings, load_settings
@@ -89,12 +103,32 @@ def create(
             metavar="NAME",
         ),
     ] = None,
+    cert_out: Annotated[
+        Path | None,
+        typer.Option(
+            help="with --device: also write the device's client certificate and private key "
+            "(device.crt, device.key) into DIR, for Mosquitto's client-certificate listener",
+            metavar="DIR",
+        ),
+    ] = None,
+    ca_cert: Annotated[
+        Path | None,
+        typer.Option(help="the device CA's certificate (PEM)", envvar="VOXWIRE_DEVICE_CA_CERT"),
+    ] = None,
+    ca_key: Annotated[
+        Path | None,
+        typer.Option(help="the device CA's private key (PEM)", envvar="VOXWIRE_DEVICE_CA_KEY"),
+    ] = None,
+    cert_days: Annotated[int, typer.Option(help="how long the certificate lasts")] = 730,
     distributed: DistributedOption = False,
 ) -> None:
     """Create a key and print it (only this once)."""
     settings = _settings(distributed)
     if device is not None and not device.strip():
         fail("--device needs a name", hint="e.g. --device kitchen-mic")
+    authority = _device_authority(device, cert_out, ca_cert, ca_key)
+    if authority is not None and not 1 <= cert_days <= MAX_DAYS:
+        fail(f"--cert-days: 1 to {MAX_DAYS}, not {cert_days}")
 
     async def go(platform: Platform) -> None:
         role: KeyRole = "device" if device else "tenant"
@@ -105,8 +139,36 @@ def create(
         console.print(new.plaintext, soft_wrap=True)
         console.print(f"[dim]in {installation_name(settings)}; store it now: voxwire keeps only "
                       "its hash[/]")  # fmt: skip
+        if authority is not None and cert_out is not None:
+            issued = issue(authority, new.key_id, now=dt.datetime.now(dt.UTC), days=cert_days)
+            cert_path, key_path = write(issued, cert_out)
+            console.print(
+                f"client certificate {cert_path} (CN {new.key_id}, serial {issued.serial:x}, "
+                f"until {issued.not_after:%Y-%m-%d}) and its key {key_path}"
+            )
 
     _with_platform(settings, go)
+
+
+def _device_authority(
+    device: str | None, cert_out: Path | None, ca_cert: Path | None, ca_key: Path | None
+) -> DeviceAuthority | None:
+    """The device CA when a certificate is asked for; checked before any key is made."""
+    if cert_out is None:
+        return None
+    if device is None:
+        fail("--cert-out is for device keys", hint="add --device NAME")
+    if ca_cert is None or ca_key is None:
+        fail(
+            "--cert-out needs the device CA: --ca-cert and --ca-key",
+            hint="scripts/services.sh env sets VOXWIRE_DEVICE_CA_CERT and VOXWIRE_DEVICE_CA_KEY"
+            ' (set -a; eval "$(scripts/services.sh env)"; set +a)',
+        )
+    try:
+        check_out_dir(cert_out)
+        return DeviceAuthority.load(ca_cert, ca_key)
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
 
 
 @app.command("list")
