@@ -9,6 +9,7 @@
 #   scripts/services.sh env                    VOXWIRE_*=value lines (a dotenv file), e.g.
 #                                              set -a; eval "$(scripts/services.sh env)"; set +a
 #   scripts/services.sh reload  mosquitto      rebuild the ACL from acl.d/ and make Mosquitto re-read it
+#                                              (and its certificates and the device CA's revocation list)
 #   scripts/services.sh browser                install Chromium for the web app's browser tests
 #   scripts/services.sh speech                 install espeak-ng (non-English speech for model tests)
 #

@@ -85,8 +85,20 @@ mosquitto_tls() {
                 -subj "/CN=voxwire test device CA" -keyout "$tls/device-ca.key" \
                 -out "$tls/device-ca.crt" 2>/dev/null
         ) || die "mosquitto: could not make the device CA (is openssl installed?)"
+        rm -f "$tls/device-ca.crl"
     fi
-    chmod 644 "$tls/ca.crt" "$tls/server.crt" "$tls/device-ca.crt"
+    # The device CA's revocation list (the listener's crlfile), empty at first; `voxwire keys
+    # revoke --cert` adds to it, and `reload mosquitto` makes Mosquitto read it again.
+    if [[ ! -s $tls/device-ca.crl ]]; then
+        mkdir -p "$tls/device-ca.db"
+        : >"$tls/device-ca.db/index.txt"
+        printf '[ca]\ndefault_ca = d\n[d]\ndatabase = %s\ndefault_md = sha256\ndefault_crl_days = 3650\n' \
+            "$tls/device-ca.db/index.txt" >"$tls/device-ca.db/openssl.cnf"
+        openssl ca -config "$tls/device-ca.db/openssl.cnf" -gencrl -cert "$tls/device-ca.crt" \
+            -keyfile "$tls/device-ca.key" -out "$tls/device-ca.crl" 2>/dev/null ||
+            die "mosquitto: could not make the device CA's revocation list"
+    fi
+    chmod 644 "$tls/ca.crt" "$tls/server.crt" "$tls/device-ca.crt" "$tls/device-ca.crl"
 }
 
 mosquitto_configure() {
@@ -167,11 +179,13 @@ tls_version tlsv1.2
 
 # Devices with a client certificate from the device CA, no password: the certificate's CN (a
 # device key's id) is the username, so that key's dynamic-security client and roles apply.
-# A client without a certificate, or with one from another CA, fails the TLS handshake.
+# A client without a certificate, with one from another CA or one on the CA's revocation list
+# (crlfile, read again on SIGHUP) fails the TLS handshake.
 listener $MOSQUITTO_CERT_PORT $HOST
 socket_domain ipv4
 protocol mqtt
 cafile $MOSQ_DIR/tls/device-ca.crt
+crlfile $MOSQ_DIR/tls/device-ca.crl
 certfile $MOSQ_DIR/tls/server.crt
 keyfile $MOSQ_DIR/tls/server.key
 tls_version tlsv1.2
@@ -229,7 +243,7 @@ mosquitto_reload() {
     chmod 600 "$MOSQ_DIR/acl" "$MOSQ_DIR/passwd"
     if p=$(mosquitto_pid); then
         kill -HUP "$p"
-        say "mosquitto: ACL rebuilt from acl.d/, SIGHUP sent (pid $p)"
+        say "mosquitto: ACL rebuilt from acl.d/, SIGHUP sent (pid $p): files and certificates read again"
     else
         say "mosquitto: ACL rebuilt; not running"
     fi

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from typer.testing import CliRunner
 
-from voxwire.broker.device_certs import DeviceAuthority, issue, write
+from voxwire.broker.device_certs import DeviceAuthority, add_to_crl, issue, write
 from voxwire.cli import app
 from voxwire.core.errors import ConfigError
 
@@ -92,6 +92,7 @@ def test_the_cli_refuses_a_certificate_before_making_a_key(
     monkeypatch.setenv("VOXWIRE_CONFIG", str(tmp_path / "server.toml"))
     monkeypatch.delenv("VOXWIRE_DEVICE_CA_CERT", raising=False)
     monkeypatch.delenv("VOXWIRE_DEVICE_CA_KEY", raising=False)
+    monkeypatch.delenv("VOXWIRE_DEVICE_CRL", raising=False)
     cert, key = _ca(tmp_path / "ca")
     runner = CliRunner()
     create = ["keys", "create", "--cert-out", str(tmp_path / "out")]
@@ -109,3 +110,40 @@ def test_the_cli_refuses_a_certificate_before_making_a_key(
                                "--ca-key", str(key)], env=env)  # fmt: skip
     assert made.exit_code == 0, made.output
     assert (tmp_path / "out" / "device.crt").exists() and "client certificate" in made.output
+    key_id = made.output.split("device key id ")[1].split()[0]
+    revoke = ["keys", "revoke", "--cert", str(tmp_path / "out" / "device.crt"),
+              "--ca-cert", str(cert), "--ca-key", str(key)]  # fmt: skip
+    crl = tmp_path / "device-ca.crl"
+    no_crl = runner.invoke(app, [*revoke, key_id], env=env)
+    assert no_crl.exit_code == 1 and "--cert needs --crl" in no_crl.output
+    wrong = runner.invoke(app, [*revoke, "--crl", str(crl), "0a0b0c0d"], env=env)
+    assert wrong.exit_code == 1 and "is not key 0a0b0c0d's certificate" in wrong.output
+    assert not crl.exists()
+    revoked = runner.invoke(app, [*revoke, "--crl", str(crl), key_id], env=env)
+    assert revoked.exit_code == 0, revoked.output
+    assert f"added to {crl}" in revoked.output and f"revoked {key_id}" in revoked.output
+    assert len(list(x509.load_pem_x509_crl(crl.read_bytes()))) == 1
+
+
+def test_a_revocation_list_keeps_every_revoked_certificate(tmp_path: Path) -> None:
+    authority = DeviceAuthority.load(*_ca(tmp_path / "ca"))
+    other = DeviceAuthority.load(*_ca(tmp_path / "other"))
+    first, second = (issue(authority, key_id, now=NOW) for key_id in ("1a2b3c4d", "5e6f7a8b"))
+    one = add_to_crl(authority, first.certificate_pem, None, now=NOW)
+    two = add_to_crl(authority, second.certificate_pem, one.crl_pem, now=NOW)
+    again = add_to_crl(authority, first.certificate_pem, two.crl_pem, now=NOW)
+    assert not one.already and not two.already and again.already
+    crl = x509.load_pem_x509_crl(again.crl_pem)
+    assert crl.is_signature_valid(authority.key.public_key())
+    assert {entry.serial_number for entry in crl} == {first.serial, second.serial}
+    assert crl.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number == 3
+    # each list is newer than the last (OpenSSL trusts the one updated last), and lasts
+    updates = [x509.load_pem_x509_crl(r.crl_pem).last_update_utc for r in (one, two, again)]
+    assert updates == sorted(set(updates))
+    assert crl.next_update_utc == authority.certificate.not_valid_after_utc
+    with pytest.raises(ConfigError, match="not issued by this device CA"):
+        add_to_crl(other, first.certificate_pem, None, now=NOW)
+    with pytest.raises(ConfigError, match="not signed by this device CA"):
+        add_to_crl(other, issue(other, "9c0d1e2f", now=NOW).certificate_pem, one.crl_pem, now=NOW)
+    with pytest.raises(ConfigError, match="not a PEM certificate"):
+        add_to_crl(authority, b"nonsense", None, now=NOW)

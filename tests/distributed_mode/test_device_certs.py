@@ -19,6 +19,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from cryptography.x509.oid import NameOID
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from tests.distributed import DistributedPlatform, services_env
+from tests.distributed import DistributedPlatform, reload_mosquitto, services_env
 from tests.helpers import EVAL_DIR
 from tests.store import drop_schema
 from voxwire.broker.device_certs import DeviceAuthority, issue, write
@@ -357,19 +358,24 @@ def test_no_certificate_or_another_cas_is_refused(
 
 def test_a_revoked_keys_certificate_is_cut_off(installation: Installation) -> None:
     """Revoking the key deletes its dynsec client: the device's connection is closed,
-    and connecting again with the certificate reaches nothing."""
-    env, a = installation.env, installation.a
+    and connecting again with the certificate reaches nothing; with ``--cert`` the
+    certificate is on the device CA's revocation list too, and once Mosquitto has
+    read it again the handshake itself fails (the other device's still passes)."""
+    env, a, b = installation.env, installation.a, installation.b
+    url = env["VOXWIRE_MQTTS_CERT_URL"]
     device = _device(env, a.cert_dir)
     try:
-        assert device.connect(env["VOXWIRE_MQTTS_CERT_URL"]) == "connected"
-        _finished(_voxwire(env, "keys", "revoke", a.key_id, "--distributed"))
+        assert device.connect(url) == "connected"
+        revoke = ("keys", "revoke", a.key_id, "--distributed")
+        out = _finished(_voxwire(env, *revoke, "--cert", str(a.cert_dir / "device.crt")))
+        assert f"added to {env['VOXWIRE_DEVICE_CRL']}" in out and f"revoked {a.key_id}" in out
         assert device.dropped.wait(30), "Mosquitto kept the revoked device connected"
     finally:
         device.close()
     service, again = _service(env), _device(env, a.cert_dir)
     try:
         service.subscribe(f"query/{a.key_id}/#")
-        again.connect(env["VOXWIRE_MQTTS_CERT_URL"])  # the handshake passes; the rules are gone
+        assert again.connect(url) == "connected"  # the list is not read yet; the rules are gone
         again.subscribe(f"query/{a.key_id}/q3/result")
         again.publish(f"query/{a.key_id}/q3/request", b"after revocation")
         service.publish(f"query/{a.key_id}/q3/result", b"answer after revocation")
@@ -381,6 +387,22 @@ def test_a_revoked_keys_certificate_is_cut_off(installation: Installation) -> No
     finally:
         again.close()
         service.close()
+
+    reload_mosquitto()
+    outcome = "connected"
+    for _ in range(50):  # until Mosquitto has handled the SIGHUP
+        refused = _device(env, a.cert_dir)
+        outcome = refused.connect(url)
+        refused.close()
+        if outcome != "connected":
+            break
+        time.sleep(0.1)
+    assert outcome.startswith("refused"), "the revoked certificate still passes the handshake"
+    other = _device(env, b.cert_dir)
+    try:
+        assert other.connect(url) == "connected"
+    finally:
+        other.close()
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "device_mqtt.py"

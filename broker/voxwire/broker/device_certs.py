@@ -7,7 +7,10 @@ common name as the MQTT username and skips the password check. The name is the
 device key's id, so the key's dynamic-security client and roles
 (:mod:`voxwire.broker.dynsec`) decide what the device may do, exactly as when it
 connects with the key as password, and revoking the key (its client deleted)
-leaves the certificate with nothing it may publish or read.
+leaves the certificate with nothing it may publish or read. To refuse the
+certificate at the TLS handshake too, :func:`add_to_crl` adds it to the device CA's
+certificate revocation list, the listener's ``crlfile`` (Mosquitto reads it
+again on SIGHUP).
 
 :func:`issue` makes the device's key pair (EC P-256, which small TLS stacks
 such as mbedTLS handle) and a certificate for client authentication only,
@@ -17,13 +20,14 @@ signed by a :class:`DeviceAuthority` (the device CA's certificate and key,
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
@@ -149,6 +153,75 @@ def issue(
             serialization.NoEncryption(),
         ),
     )
+
+
+@dataclass(frozen=True)
+class Revocation:
+    """A certificate revocation list with one more certificate in it."""
+
+    serial: int
+    crl_pem: bytes
+    already: bool
+    """Whether the previous list had that certificate already."""
+
+
+def add_to_crl(
+    authority: DeviceAuthority,
+    certificate_pem: bytes,
+    previous_crl: bytes | None,
+    *,
+    now: dt.datetime,
+) -> Revocation:
+    """The CA's revocation list (``previous_crl``, or an empty one) with the
+    certificate added, signed anew; it lasts as long as the CA."""
+    try:
+        certificate = x509.load_pem_x509_certificate(certificate_pem)
+    except ValueError as exc:
+        raise ConfigError("not a PEM certificate: give the device's device.crt") from exc
+    try:
+        certificate.verify_directly_issued_by(authority.certificate)
+    except (ValueError, TypeError, InvalidSignature) as exc:
+        raise ConfigError("the certificate was not issued by this device CA") from exc
+    revoked: list[x509.RevokedCertificate] = []
+    number, last = 0, now - dt.timedelta(days=1)
+    if previous_crl:
+        try:
+            crl = x509.load_pem_x509_crl(previous_crl)
+        except ValueError as exc:
+            raise ConfigError("the revocation list is not a PEM CRL") from exc
+        if crl.issuer != authority.certificate.subject or not crl.is_signature_valid(
+            authority.key.public_key()
+        ):
+            raise ConfigError("the revocation list was not signed by this device CA")
+        revoked = list(crl)
+        last = crl.last_update_utc
+        with contextlib.suppress(x509.ExtensionNotFound):
+            number = crl.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number
+    already = any(entry.serial_number == certificate.serial_number for entry in revoked)
+    if not already:
+        revoked.append(
+            x509.RevokedCertificateBuilder()
+            .serial_number(certificate.serial_number)
+            .revocation_date(now)
+            .build()
+        )
+    # OpenSSL keeps every list it was given and trusts the one updated last
+    update = max(now, last + dt.timedelta(seconds=1)).replace(microsecond=0)
+    builder = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(authority.certificate.subject)
+        .last_update(update)
+        .next_update(max(authority.certificate.not_valid_after_utc, update))
+        .add_extension(x509.CRLNumber(number + 1), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(authority.key.public_key()),
+            critical=False,
+        )
+    )
+    for entry in revoked:
+        builder = builder.add_revoked_certificate(entry)
+    crl_pem = builder.sign(authority.key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+    return Revocation(certificate.serial_number, crl_pem, already)
 
 
 def check_out_dir(out_dir: Path) -> None:

@@ -29,12 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 from rich.table import Table
 
 from voxwire.access.keys import KeyRole
 from voxwire.broker.device_certs import (
     MAX_DAYS,
     DeviceAuthority,
+    add_to_crl,
     check_out_dir,
     issue,
     write,
@@ -58,6 +61,15 @@ DistributedOption = Annotated[
         help="the distributed mode's PostgreSQL and broker (settings from the environment: "
         'set -a; eval "$(scripts/services.sh env)"; set +a)',
     ),
+]
+
+CaCertOption = Annotated[
+    Path | None,
+    typer.Option(help="the device CA's certificate (PEM)", envvar="VOXWIRE_DEVICE_CA_CERT"),
+]
+CaKeyOption = Annotated[
+    Path | None,
+    typer.Option(help="the device CA's private key (PEM)", envvar="VOXWIRE_DEVICE_CA_KEY"),
 ]
 
 SERVICES_HINT = (
@@ -111,14 +123,8 @@ def create(
             metavar="DIR",
         ),
     ] = None,
-    ca_cert: Annotated[
-        Path | None,
-        typer.Option(help="the device CA's certificate (PEM)", envvar="VOXWIRE_DEVICE_CA_CERT"),
-    ] = None,
-    ca_key: Annotated[
-        Path | None,
-        typer.Option(help="the device CA's private key (PEM)", envvar="VOXWIRE_DEVICE_CA_KEY"),
-    ] = None,
+    ca_cert: CaCertOption = None,
+    ca_key: CaKeyOption = None,
     cert_days: Annotated[int, typer.Option(help="how long the certificate lasts")] = 730,
     distributed: DistributedOption = False,
 ) -> None:
@@ -158,14 +164,21 @@ def _device_authority(
         return None
     if device is None:
         fail("--cert-out is for device keys", hint="add --device NAME")
+    try:
+        check_out_dir(cert_out)
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
+    return _load_authority(ca_cert, ca_key)
+
+
+def _load_authority(ca_cert: Path | None, ca_key: Path | None) -> DeviceAuthority:
     if ca_cert is None or ca_key is None:
         fail(
-            "--cert-out needs the device CA: --ca-cert and --ca-key",
+            "a device certificate needs the device CA: --ca-cert and --ca-key",
             hint="scripts/services.sh env sets VOXWIRE_DEVICE_CA_CERT and VOXWIRE_DEVICE_CA_KEY"
             ' (set -a; eval "$(scripts/services.sh env)"; set +a)',
         )
     try:
-        check_out_dir(cert_out)
         return DeviceAuthority.load(ca_cert, ca_key)
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
@@ -197,18 +210,69 @@ def list_keys(distributed: DistributedOption = False) -> None:
 @app.command()
 def revoke(
     key_id: Annotated[str, typer.Argument(help="the key id shown by `voxwire keys list`")],
+    cert: Annotated[
+        Path | None,
+        typer.Option(
+            help="the device's certificate (device.crt): add it to the device CA's revocation "
+            "list too, so that Mosquitto refuses it at the TLS handshake",
+            metavar="FILE",
+        ),
+    ] = None,
+    crl: Annotated[
+        Path | None,
+        typer.Option(
+            help="the revocation list to add it to (the listener's crlfile; made if missing)",
+            envvar="VOXWIRE_DEVICE_CRL",
+        ),
+    ] = None,
+    ca_cert: CaCertOption = None,
+    ca_key: CaKeyOption = None,
     distributed: DistributedOption = False,
 ) -> None:
     """Revoke a key: requests and MQTT connections with it are refused from now on,
     and its open MQTT connections are closed (Mosquitto)."""
     settings = _settings(distributed)
+    if cert is not None:
+        _revoke_certificate(key_id, cert, crl, ca_cert, ca_key)
 
     async def go(platform: Platform) -> bool:
         return await platform.revoke_key(key_id)
 
     if not _with_platform(settings, go):
+        if cert is not None:
+            console.print(f"{key_id} was not an active key in {installation_name(settings)}")
+            return
         fail(
             f"no active key with id {key_id} in {installation_name(settings)}",
             hint="see `voxwire keys list" + (" --distributed`" if distributed else "`"),
         )
     console.print(f"revoked {key_id}")
+
+
+def _revoke_certificate(
+    key_id: str, cert: Path, crl: Path | None, ca_cert: Path | None, ca_key: Path | None
+) -> None:
+    """Add the key's certificate to the revocation list (written before the key is
+    revoked, so that a failure leaves the key as it was)."""
+    if crl is None:
+        fail("--cert needs --crl FILE (or VOXWIRE_DEVICE_CRL): the listener's crlfile")
+    authority = _load_authority(ca_cert, ca_key)
+    try:
+        pem = cert.read_bytes()
+        previous = crl.read_bytes() if crl.exists() else None
+        named = x509.load_pem_x509_certificate(pem).subject
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read {cert} or {crl}: {exc}")
+    if [a.value for a in named.get_attributes_for_oid(NameOID.COMMON_NAME)] != [key_id]:
+        fail(f"{cert} is not key {key_id}'s certificate ({named.rfc4514_string()})")
+    try:
+        done = add_to_crl(authority, pem, previous, now=dt.datetime.now(dt.UTC))
+    except VoxwireError as exc:
+        fail(exc.message, exc.hint)
+    partial = crl.with_name(f".{crl.name}.new")
+    partial.write_bytes(done.crl_pem)
+    partial.chmod(0o644)
+    partial.replace(crl)  # whole or not at all, for a broker that reads it meanwhile
+    said = "was already in" if done.already else "added to"
+    console.print(f"certificate serial {done.serial:x} {said} {crl}; make the broker read it "
+                  "again (Mosquitto: SIGHUP; scripts/services.sh reload mosquitto)")  # fmt: skip
