@@ -17,7 +17,8 @@
 # after the other, then the servers start side by side; each waits at most VOXWIRE_SERVICES_WAIT s.
 #
 # What runs (all bound to 127.0.0.1, each in its own session, output in .services/<name>/log):
-#   mosquitto   Debian's mosquitto 2.0: TCP + websockets listeners, allow_anonymous false,
+#   mosquitto   Debian's mosquitto 2.0: TCP + websockets listeners, the same over TLS, and TLS
+#               with client certificates from a device CA (CN = username), allow_anonymous false,
 #               password file with the service user `voxwire-service` (password in secrets.env),
 #               ACL file: the service user may do everything; tenants: dynamic-security plugin
 #               (runtime, $CONTROL/dynamic-security/v1, default deny) + static acl.d/*.acl.

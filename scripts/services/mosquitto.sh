@@ -272,7 +272,31 @@ mosquitto_check() {
         mosquitto_check_dynsec || return 1
         dynsec="dynsec tenant: allowed topic delivered, other topic denied"
     fi
-    say "mosquitto: ok (anonymous refused, QoS 1 retained round trip, websocket upgrade 101, $dynsec)"
+    local certs="no client-certificate listener (started before it was added: restart mosquitto)"
+    if grep -q '^use_identity_as_username true' "$MOSQ_DIR/mosquitto.conf"; then
+        mosquitto_check_certs || return 1
+        certs="certificate listener: no certificate refused, a device CA's accepted"
+    fi
+    say "mosquitto: ok (anonymous refused, QoS 1 retained round trip, websocket upgrade 101, $dynsec, $certs)"
+}
+
+# The client-certificate listener: a client without a certificate is refused, one with a
+# throw-away certificate from the device CA connects (its name has no dynsec client: it may do
+# nothing there).
+mosquitto_check_certs() {
+    local tls=$MOSQ_DIR/tls tmp ok=1
+    local pub=(mosquitto_pub -h "$HOST" -p "$MOSQUITTO_CERT_PORT" --cafile "$tls/ca.crt" -t voxwire/check -n)
+    if timeout 5 "${pub[@]}" >/dev/null 2>&1; then
+        say "mosquitto: FAIL the client-certificate listener let in a client without one"; return 1
+    fi
+    tmp=$(mktemp -d)
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=voxwire-services-check-$$" \
+        -keyout "$tmp/device.key" -out "$tmp/device.csr" 2>/dev/null &&
+        openssl x509 -req -in "$tmp/device.csr" -CA "$tls/device-ca.crt" -CAkey "$tls/device-ca.key" \
+            -set_serial "0x$(openssl rand -hex 16)" -days 1 -out "$tmp/device.crt" 2>/dev/null &&
+        timeout 5 "${pub[@]}" --cert "$tmp/device.crt" --key "$tmp/device.key" >/dev/null 2>&1 || ok=0
+    rm -rf "$tmp"
+    ((ok)) || { say "mosquitto: FAIL a certificate from the device CA was refused"; return 1; }
 }
 
 # A throw-away tenant made through the dynamic-security plugin, as voxwire does it.
