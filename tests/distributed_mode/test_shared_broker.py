@@ -22,7 +22,7 @@ from voxwire.access.keys import key_id_of
 from voxwire.core.audio import decode
 from voxwire.platform import build
 from voxwire.wire.records import ClientPublish, decode_audio_record
-from voxwire.wire.topics import AUDIO_TOPIC
+from voxwire.wire.topics import AUDIO_TOPIC, QUERIES_TOPIC
 from voxwire_client import Client, pcm_chunks
 from voxwire_client.api import OpenStream, QueryResult, SearchQuery
 from voxwire_client.topics import (
@@ -103,6 +103,10 @@ def test_a_query_is_answered_only_by_the_installation_of_its_key(two: Two) -> No
     ours = two.ours
     (answer,) = _answers(ours, ours.api_key, "q1")
     assert answer.error is None and answer.page is not None
+    # and only its Kafka log holds the question (the other's ingest dropped it)
+    key_id = key_id_of(ours.api_key)
+    assert key_id in {key for key, _ in _log(ours, QUERIES_TOPIC)}
+    assert key_id not in {key for key, _ in _log(two.other, QUERIES_TOPIC)}
 
     revoked = ours.new_tenant_key("default")
     _revoke_in_store(ours, revoked)
@@ -181,7 +185,12 @@ class _OtherDevice:
 
 def _audio_log(platform: DistributedPlatform) -> list[tuple[str, bytes]]:
     """Every record of the installation's Kafka audio topic: (key, value)."""
-    topic = f"{platform.namespace}.{AUDIO_TOPIC}"
+    return _log(platform, AUDIO_TOPIC)
+
+
+def _log(platform: DistributedPlatform, name: str) -> list[tuple[str, bytes]]:
+    """Every record of the installation's Kafka topic ``name``: (key, value)."""
+    topic = f"{platform.namespace}.{name}"
     consumer = Consumer(
         {
             "bootstrap.servers": platform.settings.servers.kafka_bootstrap,

@@ -31,12 +31,12 @@ anything gets here. The embedded broker speaks MQTT 3.1.1 without shared
 subscriptions: there one ingest subscribes directly. The ingest waits for its
 broker: a failed first connect is retried with the connection's reconnect delays.
 
-On a broker other installations may share (``is_ours`` given), the audio
-topics of a session this installation does not have are acknowledged and
-dropped instead (:mod:`voxwire.bridge.sessions_gate`): each installation's
-Kafka audio topic holds its own sessions' audio alone, in the order it came.
-Query topics go on as they are: the query service answers only the keys this
-installation issued.
+On a broker other installations may share (``is_ours`` and ``is_our_key``
+given), the audio topics of a session this installation does not have, and the
+query topics of a key it did not issue (requests, and the parts of files
+uploaded over MQTT), are acknowledged and dropped instead
+(:mod:`voxwire.bridge.sessions_gate`): each installation's Kafka log holds its
+own clients' audio and questions alone, in the order they came.
 """
 
 from __future__ import annotations
@@ -105,9 +105,11 @@ class MqttIngest:
         tls: ssl.SSLContext | None = None,
         session_expiry_s: int = 24 * 3600,
         is_ours: Callable[[str], Awaitable[bool]] | None = None,
+        is_our_key: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
-        """``is_ours(sid)``: whether session ``sid`` is this installation's, on a
-        broker others may share (None: every session is, as on the embedded broker)."""
+        """``is_ours(sid)``: whether session ``sid`` is this installation's, and
+        ``is_our_key(key_id)`` whether it issued key ``key_id``, on a broker others
+        may share (None: every session and key is, as on the embedded broker)."""
         self._bus = bus
         self._limit = asyncio.Semaphore(max_in_flight)
         self._filters = subscription_filters(share_group)  # no group: a plain subscription
@@ -115,10 +117,13 @@ class MqttIngest:
         self.forwarded = 0
         self.dropped = 0
         self.foreign = 0
-        """Audio messages of another installation's sessions, acknowledged and dropped."""
-        self._gate: SessionGate[tuple[Received, Route]] | None = (
-            SessionGate(is_ours, self._decide) if is_ours is not None else None
-        )
+        """Messages of another installation's sessions or keys, acknowledged and dropped."""
+        checks = {AUDIO_TOPIC: is_ours, QUERIES_TOPIC: is_our_key}
+        self._gates: dict[str, SessionGate[tuple[Received, Route]]] = {
+            topic: SessionGate(check, self._decide)
+            for topic, check in checks.items()
+            if check is not None
+        }
         self._connection = BrokerConnection(
             ConnectOptions(
                 host,
@@ -141,11 +146,12 @@ class MqttIngest:
         return self._connection.connected
 
     def _receive(self, message: Received) -> None:
-        """On the event loop: forward ``message`` in a task of its own (an audio
-        message once its session is known to be ours)."""
+        """On the event loop: forward ``message`` in a task of its own (once its
+        session or key is known to be ours, where that is checked)."""
         target = route(message.topic)
-        if self._gate is not None and target is not None and target[0] == AUDIO_TOPIC:
-            self._gate.admit(target[1], (message, target))
+        gate = None if target is None else self._gates.get(target[0])
+        if gate is not None and target is not None:
+            gate.admit(target[1], (message, target))
             return
         self._spawn(message, target)
 
@@ -199,6 +205,6 @@ class MqttIngest:
             await self._connection.connect_retrying()
             await asyncio.Event().wait()
         finally:
-            if self._gate is not None:
-                self._gate.close()
+            for gate in self._gates.values():
+                gate.close()
             self._connection.close()

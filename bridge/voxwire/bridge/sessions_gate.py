@@ -1,4 +1,4 @@
-"""Which audio the ingest forwards when installations share a broker.
+"""Which audio and queries the ingest forwards when installations share a broker.
 
 Two installations on one broker (each with its namespace: Kafka topics,
 PostgreSQL schema, bridge group) both receive every client's
@@ -6,7 +6,11 @@ PostgreSQL schema, bridge group) both receive every client's
 as documented. The ingest forwards a message of a session's audio topics only
 when the session is this installation's, that is when its store has it; others'
 are acknowledged and dropped (counted in ``voxwire_ingest_foreign_messages``),
-so no installation's Kafka log holds another's audio.
+so no installation's Kafka log holds another's audio. The ingest keeps a second
+gate for ``query/<key id>/...`` (requests, and parts of files uploaded over MQTT),
+asking whether this installation issued the key: a key is stored before anyone
+can use it, and stays issued when revoked (the revoked key's error comes from
+its own installation).
 
 A session is in the store before its client learns its sid: the gateway and
 the MQTT stream request both create it, and open its topics to the client,

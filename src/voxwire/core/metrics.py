@@ -121,8 +121,9 @@ INGESTED = Counter(
 )
 INGEST_FOREIGN = Counter(
     "voxwire_ingest_foreign_messages",
-    "Client publishes on the audio topics of sessions this installation does not have "
-    "(another installation's, on a shared broker): acknowledged and dropped",
+    "Client publishes on the audio topics of sessions this installation does not have, or "
+    "the query topics of keys it did not issue (another installation's, on a shared broker): "
+    "acknowledged and dropped",
 )
 
 # -- Kafka (every consumer) --------------------------------------------------------------
