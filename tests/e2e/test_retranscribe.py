@@ -1,0 +1,92 @@
+"""Re-transcription, end to end in every mode: an upload and a finished live stream
+are transcribed again (here with the vocabulary that makes tiny.en write
+"ComfyUI"), as version 2: delivered with ``version`` 2 and ``seq`` after the first
+version's, stored as the session's transcript and in the search index (the new
+words are found, the words only the first version had are not), while version 1
+stays readable. The live stream's archived audio plays back as WAV with the
+stream's length."""
+
+from __future__ import annotations
+
+import io
+import time
+import wave
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.helpers import EVAL_DIR, PlatformThread, pcm16
+from voxwire.core.audio import decode
+from voxwire_client import ApiError, Client, StreamRequest, TranscriptMessage, pcm_chunks
+
+pytestmark = pytest.mark.timeout(600)
+
+HOTWORDS = EVAL_DIR / "audio" / "fasterwhisper_hotwords.mp3"
+
+
+def _archived_wav(platform: PlatformThread, sid: str) -> bytes:
+    """The stream's audio: written once the stream has ended, in the background."""
+    headers = {"Authorization": f"Bearer {platform.api_key}"}
+    deadline = time.monotonic() + 30
+    while True:
+        response = httpx.get(f"{platform.url}/v1/sessions/{sid}/audio", headers=headers)
+        if response.status_code != 404 or time.monotonic() > deadline:
+            response.raise_for_status()
+            return response.content
+        time.sleep(0.2)
+
+
+def _hits(client: Client, q: str, sid: str, *, until: bool) -> int:
+    """How many hits ``q`` has in ``sid``, once it has some (``until`` True) or
+    none (False): the index follows the store a moment later."""
+    deadline = time.monotonic() + 60
+    while True:
+        hits = len(client.search(q, sids=[sid]).hits)
+        if bool(hits) == until or time.monotonic() > deadline:
+            return hits
+        time.sleep(0.5)
+
+
+def test_an_upload_and_a_live_stream_are_transcribed_again(platform: PlatformThread) -> None:
+    samples = decode(HOTWORDS.read_bytes()).samples
+    pcm = pcm16(np.concatenate([samples, np.zeros(16_000, dtype=np.float32)]))
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        upload = client.transcribe(HOTWORDS)
+        live = client.stream(pcm_chunks(pcm), StreamRequest(), speed=4)
+
+        with wave.open(io.BytesIO(_archived_wav(platform, live.sid))) as wav:
+            assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (16_000, 1, 2)
+            assert wav.getnframes() == len(pcm) // 2  # the whole stream, as it was sent
+
+        with pytest.raises(ApiError) as unserved:
+            client.retranscribe(upload.sid, model="large-v9")
+        assert unserved.value.status == 400 and platform.settings.engine.model in (
+            unserved.value.hint or ""
+        )
+
+        for first in (upload, live):
+            assert "ComfyUI" not in first.text and _hits(client, "comfy", first.sid, until=True)
+            before = client.session(first.sid).last_seq
+            accepted = client.retranscribe(first.sid, vocabulary=["ComfyUI"])
+            assert (accepted.version, accepted.first_seq) == (2, before + 1)
+            with pytest.raises(ApiError) as busy:  # one re-transcription at a time
+                client.retranscribe(first.sid)
+            assert busy.value.status == 409
+
+            messages = client.wait_version(accepted)
+            assert {m.version for m in messages} == {2}
+            assert [m.seq for m in messages] == list(range(before + 1, before + 1 + len(messages)))
+            (delivered,) = [m for m in messages if isinstance(m, TranscriptMessage)]
+            assert "ComfyUI" in delivered.text
+
+            current = client.transcript(first.sid)
+            assert (current.version, current.versions) == (2, (1, 2))
+            assert current.text == delivered.text and current.status == "completed"
+            assert all(s.id.startswith(f"{first.sid}-v2-") for s in current.segments)
+            old = client.transcript_version(first.sid, 1)
+            assert (old.version, old.text) == (1, first.text)
+            assert client.session(first.sid).version == 2
+
+            assert _hits(client, "ComfyUI", first.sid, until=True)
+            assert _hits(client, "comfy", first.sid, until=False) == 0
