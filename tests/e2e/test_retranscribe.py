@@ -9,20 +9,27 @@ stream's length."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import time
 import wave
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import numpy as np
 import pytest
 
 from tests.helpers import EVAL_DIR, PlatformThread, pcm16
+from voxwire.cli.retranscribe import due
 from voxwire.core.audio import decode
 from voxwire_client import ApiError, Client, StreamRequest, TranscriptMessage, pcm_chunks
+from voxwire_client.api import SessionInfo
 
 pytestmark = pytest.mark.timeout(600)
 
 HOTWORDS = EVAL_DIR / "audio" / "fasterwhisper_hotwords.mp3"
+JFK = EVAL_DIR / "audio" / "whisper_jfk.flac"
 
 
 def _archived_wav(platform: PlatformThread, sid: str) -> bytes:
@@ -90,3 +97,46 @@ def test_an_upload_and_a_live_stream_are_transcribed_again(platform: PlatformThr
 
             assert _hits(client, "ComfyUI", first.sid, until=True)
             assert _hits(client, "comfy", first.sid, until=False) == 0
+
+
+def test_the_command_line_transcribes_sessions_again(platform: PlatformThread) -> None:
+    env = {
+        **os.environ,
+        "VOXWIRE_URL": platform.url,
+        "VOXWIRE_API_KEY": platform.api_key,
+        "VOXWIRE_MQTT_URL": platform.mqtt_url,
+        "COLUMNS": "200",
+    }
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        sid = client.transcribe(JFK).sid
+
+    def voxwire(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "voxwire.cli", "retranscribe", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+    done = voxwire(sid)
+    assert done.returncode == 0, done.stderr
+    assert f"{sid}\tdone\tversion 2" in done.stdout
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
+    nothing = voxwire("--since", tomorrow)
+    assert nothing.returncode == 0 and "0 session(s)" in nothing.stderr
+    both = voxwire(sid, "--since", tomorrow)
+    assert both.returncode == 1 and "not both" in both.stderr
+    unserved = voxwire(sid, "--model", "large-v9")
+    assert unserved.returncode == 1 and f"{sid}\trefused\t" in unserved.stdout
+
+
+def test_since_picks_the_completed_first_versions_created_since_then() -> None:
+    def session(sid: str, day: int, status: str = "completed", version: int = 1) -> SessionInfo:
+        created = datetime(2026, 1, day, 12, tzinfo=UTC)
+        return SessionInfo(sid=sid, status=status, created_at=created, version=version)
+
+    listed = [
+        session("s_new", 3),
+        session("s_running", 3, status="transcribing"),
+        session("s_done_before", 2, version=2),
+        session("s_mid", 2),
+        session("s_old", 1),
+    ]
+    assert due(listed, datetime(2026, 1, 2), again=False) == ["s_mid", "s_new"]
+    assert due(listed, datetime(2026, 1, 2), again=True) == ["s_done_before", "s_mid", "s_new"]

@@ -1,5 +1,6 @@
-"""The SDK's methods for transcript versions (:mod:`voxwire_client.versions`),
-mixed into :class:`~voxwire_client.client.AsyncClient`."""
+"""The SDK's methods for transcript versions (:mod:`voxwire_client.versions`) and
+the session list a batch of re-transcriptions starts from, mixed into
+:class:`~voxwire_client.client.AsyncClient`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Protocol
 
 import httpx
+from pydantic import TypeAdapter
 
-from voxwire_client.api import TranscriptResponse
+from voxwire_client.api import SessionInfo, TranscriptResponse
 from voxwire_client.messages import Message
 from voxwire_client.topics import validate_sid
 from voxwire_client.versions import RetranscribeAccepted, RetranscribeRequest
+
+_SESSIONS = TypeAdapter(list[SessionInfo])
 
 
 class _Client(Protocol):
@@ -21,6 +25,11 @@ class _Client(Protocol):
 
 
 class VersionsMixin:
+    async def sessions(self: _Client, limit: int = 100) -> list[SessionInfo]:
+        """The caller's latest sessions (at most ``limit``, up to 1000), newest first."""
+        response = await self._request("GET", "/v1/sessions", params={"limit": limit})
+        return _SESSIONS.validate_json(response.content)
+
     async def retranscribe(
         self: _Client,
         sid: str,
