@@ -22,7 +22,8 @@ class RetranscribeRequest(BaseModel):
 
     model: str | None = Field(default=None, description="a model the platform serves")
     language: str | None = Field(
-        default=None, description="a language code or 'auto'; None: the platform's language"
+        default=None,
+        description="a language code or 'auto'; None: the session's (else the platform's)",
     )
     vocabulary: Vocabulary = ()
 

@@ -80,7 +80,8 @@ class RetranscribeService:
         """Queue the next version of ``session`` (see the module doc)."""
         sid = session.sid
         model = check_model(request.model, self._settings)
-        language = check_language(request.language or self._settings.engine.language, model)
+        spoken = request.language or session.language or self._settings.engine.language
+        language = check_language(spoken, model)
         stored = await asyncio.to_thread(self._blobs.names, sid, AUDIO_BLOB)
         if AUDIO_BLOB not in stored:
             raise NotFoundError(

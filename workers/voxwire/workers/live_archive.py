@@ -6,7 +6,8 @@ The audio is kept as the worker decoded it, in stream order (after reordering
 and, for Opus, decoding; 16 kHz mono PCM16LE). As the stream goes, every
 :data:`PART_SECONDS` of it is written as a part, ``<sid>/live.<first sample>.pcm``;
 once the stream has ended, the last part is written and the parts are joined
-into ``<sid>/audio.pcm`` (what uploads keep too), then deleted.
+into ``<sid>/audio.pcm`` (what uploads keep too), then deleted. A worker holds
+at most a part's worth (30 s: 960 KB) of each stream's audio.
 
 A stream taken over by another worker (:mod:`voxwire.workers.stream_worker`)
 goes on from its resume point: that worker's parts start there. Parts are
@@ -160,6 +161,8 @@ class LiveArchiver:
 
         def join() -> None:
             names = self._blobs.names(sid, "live.")
+            if not names:  # no audio came (a stream refused at once)
+                return
             parts = {name: self._blobs.get(self._blobs.key(sid, name)) for name in names}
             self._blobs.put(self._blobs.key(sid, AUDIO_BLOB), join_parts(parts))
             for name in names:
