@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 import time
@@ -73,7 +74,9 @@ def test_an_upload_and_a_live_stream_are_transcribed_again(platform: PlatformThr
         )
 
         for first in (upload, live):
-            assert "ComfyUI" not in first.text and _hits(client, "comfy", first.sid, until=True)
+            # tiny.en writes "comfy eye" without the vocabulary, whisper.cpp "comfyu eye"
+            heard = next(w for w in re.findall(r"[a-z]+", first.text.lower()) if "comfy" in w)
+            assert heard != "comfyui" and _hits(client, heard, first.sid, until=True)
             before = client.session(first.sid).last_seq
             accepted = client.retranscribe(first.sid, vocabulary=["ComfyUI"])
             assert (accepted.version, accepted.first_seq) == (2, before + 1)
@@ -85,7 +88,7 @@ def test_an_upload_and_a_live_stream_are_transcribed_again(platform: PlatformThr
             assert {m.version for m in messages} == {2}
             assert [m.seq for m in messages] == list(range(before + 1, before + 1 + len(messages)))
             (delivered,) = [m for m in messages if isinstance(m, TranscriptMessage)]
-            assert "ComfyUI" in delivered.text
+            assert "comfyui" in delivered.text.lower()
 
             current = client.transcript(first.sid)
             assert (current.version, current.versions) == (2, (1, 2))
@@ -96,7 +99,7 @@ def test_an_upload_and_a_live_stream_are_transcribed_again(platform: PlatformThr
             assert client.session(first.sid).version == 2
 
             assert _hits(client, "ComfyUI", first.sid, until=True)
-            assert _hits(client, "comfy", first.sid, until=False) == 0
+            assert _hits(client, heard, first.sid, until=False) == 0
 
 
 def test_the_command_line_transcribes_sessions_again(platform: PlatformThread) -> None:
