@@ -31,6 +31,7 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {number} percent
  * @property {number} last_seq
  * @property {PromptSpec[]} prompts
+ * @property {number} [version]  the latest transcript version asked for (2 and up: transcribed again)
  *
  * @typedef {SessionInfo & {endpoints: Endpoints}} SessionCreated
  * @typedef {SessionCreated & {audio_topic: string, control_topic: string}} StreamCreated
@@ -216,9 +217,26 @@ export class Gateway {
     return this.json("GET", `/v1/sessions/${validateSid(sid)}/messages`, { query: { after } });
   }
 
-  /** @param {string} sid */
-  transcript(sid) {
-    return this.json("GET", `/v1/sessions/${validateSid(sid)}/transcript`);
+  /**
+   * The transcript (with `version` and the `versions` kept): the current one, or
+   * an earlier version that a re-transcription replaced.
+   * @param {string} sid
+   * @param {{version?: number}} [options]
+   */
+  transcript(sid, { version } = {}) {
+    const query = version === undefined ? undefined : { version };
+    return this.json("GET", `/v1/sessions/${validateSid(sid)}/transcript`, { query });
+  }
+
+  /**
+   * Transcribe a finished session's stored audio again, as its next version; its
+   * messages carry that `version`, from `first_seq` on.
+   * @param {string} sid
+   * @param {{model?: string, language?: string, vocabulary?: string[]}} [options]
+   * @returns {Promise<{sid: string, version: number, model: string, first_seq: number}>}
+   */
+  retranscribe(sid, options = {}) {
+    return this.json("POST", `/v1/sessions/${validateSid(sid)}/retranscribe`, { json: options });
   }
 
   /**

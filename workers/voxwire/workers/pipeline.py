@@ -82,6 +82,7 @@ def run_file_job(
         redact=job.redact,
         prompts=job.prompts,
         first_seq=job.first_seq,
+        version=job.version,
     )
     emit(builder.file_progress(SessionStatus.TRANSCRIBING, 0, job.duration_ms))
 
