@@ -139,12 +139,14 @@ class SessionView {
 
   /**
    * Which model transcribed the session and in which language (with how sure
-   * the detection was), as the segments and the transcript say.
+   * the detection was), as the segments and the transcript say; and which
+   * version of the transcript it is, once it has been transcribed again.
    * @param {{model?: string | null, language?: string | null, language_prob?: number | null}} said
+   * @param {number} [version]
    */
-  heard(said) {
-    const parts = [said.model, said.language && (said.language_prob != null ? `${said.language} ${Math.round(said.language_prob * 100)}%` : said.language)];
-    const text = parts.filter(Boolean).join(" · ");
+  heard(said, version) {
+    const language = said.language && (said.language_prob != null ? `${said.language} ${Math.round(said.language_prob * 100)}%` : said.language);
+    const text = [said.model, language, version && version > 1 ? `version ${version}` : ""].filter(Boolean).join(" · ");
     if (!text) return;
     this.heardText.textContent = text;
     this.heardText.hidden = false;
@@ -172,7 +174,7 @@ class SessionView {
       final: (/** @type {any} */ m) => {
         this.finals += 1;
         this.segment(m.segment, false, m.seq);
-        this.heard(m.segment);
+        this.heard(m.segment, m.version);
       },
       match: (/** @type {any} */ m) => this.match(m),
       error: (/** @type {any} */ e) => {
@@ -192,7 +194,7 @@ class SessionView {
         this.progress.value = 100;
         this.status(t.status === "completed" ? `done — ${t.segments.length} segments` : "failed");
         this.root.dataset.done = t.status;
-        this.heard(t);
+        this.heard(t, t.version);
         if (t.status === "completed" && this.root.dataset.sid) this.offerDownloads(this.root.dataset.sid);
       },
     };
@@ -459,10 +461,11 @@ async function openSession(sid, startMs, endMs) {
     for (const match of transcript.matches) view.match(match);
     view.progress.value = 100;
     view.status(`${transcript.segments.length} segments`);
+    view.heard({ model: transcript.segments[0]?.model, language: transcript.language }, transcript.version);
     view.offerDownloads(sid);
     view.setAudio(URL.createObjectURL(await client.audio(sid)));
   } catch (error) {
-    if (/** @type {any} */ (error).status !== 404) notify(error); // a live stream keeps no audio
+    if (/** @type {any} */ (error).status !== 404) notify(error); // no audio kept (yet)
   }
   await view.seek(startMs, endMs);
   view.root.scrollIntoView({ behavior: "smooth" });
