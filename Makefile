@@ -77,8 +77,10 @@ bench: $(STAMP) services
 	$(BIN)/python benchmarks/bench_engines.py
 	$(BIN)/python benchmarks/bench_files.py
 	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_bridge.py
+	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_ingest_gate.py
 	$(BIN)/python benchmarks/bench_distributed_files.py
 	$(BIN)/python benchmarks/bench_streams.py
+	$(BIN)/python benchmarks/bench_retranscribe.py
 	$(BIN)/python benchmarks/bench_live_accuracy.py
 	$(BIN)/python benchmarks/bench_vad.py
 	$(BIN)/python benchmarks/bench_opus.py

@@ -7,7 +7,13 @@ Only paho-mqtt and the standard library, as firmware authors would write it:
         --key "$VOXWIRE_API_KEY" [--prompt budget="the budget"]
 
 1. Connect to the broker: username = the key id (the part after ``vxk_``),
-   password = the key.
+   password = the key. Or, on Mosquitto's client-certificate listener, with
+   the device's certificate and no password (``voxwire keys create --device
+   NAME --cert-out DIR`` wrote DIR/device.crt and DIR/device.key; the
+   certificate's common name is the key id):
+
+       python examples/device_mqtt.py talk.wav --port 18884 --cert DIR \
+           --key-id 1a2b3c4d --ca .services/mosquitto/tls/ca.crt
 2. Subscribe to ``query/<key id>/<qid>/result`` and publish
    ``{"op": "open_stream", "stream": {...}}`` (the fields of ``POST /v1/streams``)
    on ``query/<key id>/<qid>/request``. The answer names the session (``sid``)
@@ -38,6 +44,7 @@ import hashlib
 import json
 import queue
 import secrets
+import ssl
 import sys
 import time
 import wave
@@ -47,12 +54,22 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 
 class Device:
-    def __init__(self, broker: str, port: int, key: str) -> None:
-        self.key_id = key.split("_")[1]
+    def __init__(self, broker: str, port: int, args: argparse.Namespace) -> None:
+        self.key_id = args.key.split("_")[1] if args.key else args.key_id
         self.answers: queue.Queue = queue.Queue()
         self.completed = False
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"device-{self.key_id}")
-        self.client.username_pw_set(self.key_id, key)
+        if args.cert:  # TLS with the device's certificate: no username, no password
+            self.client.tls_set(
+                ca_certs=args.ca,
+                certfile=f"{args.cert}/device.crt",
+                keyfile=f"{args.cert}/device.key",
+                cert_reqs=ssl.CERT_REQUIRED,
+            )
+        else:
+            if args.ca:
+                self.client.tls_set(ca_certs=args.ca, cert_reqs=ssl.CERT_REQUIRED)
+            self.client.username_pw_set(self.key_id, args.key)
         self.client.on_message = self.on_message
         self.client.connect(broker, port)
         self.client.loop_start()
@@ -90,15 +107,20 @@ def main() -> None:
     parser.add_argument("wav")
     parser.add_argument("--broker", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=1883)
-    parser.add_argument("--key", required=True)
+    parser.add_argument("--key", help="the device's key: username its id, password the key")
+    parser.add_argument("--cert", metavar="DIR", help="connect with DIR/device.crt and device.key")
+    parser.add_argument("--key-id", help="with --cert: the key id (the certificate's CN)")
+    parser.add_argument("--ca", help="TLS: the CA that signed the broker's certificate")
     parser.add_argument("--prompt", action="append", default=[], help="ID=TEXT, standing prompt")
     parser.add_argument("--fast", action="store_true", help="do not wait 100 ms between chunks")
     parser.add_argument("--upload", action="store_true", help="upload the file in parts")
     parser.add_argument("--stop-after", type=int, help="with --upload: stop after N parts")
     args = parser.parse_args()
+    if not (args.key or (args.cert and args.key_id)):
+        parser.error("give --key, or --cert DIR with --key-id")
 
     prompts = [dict(zip(("id", "text"), p.split("=", 1), strict=True)) for p in args.prompt]
-    device = Device(args.broker, args.port, args.key)
+    device = Device(args.broker, args.port, args)
     if args.upload:
         sid = upload(device, args.wav, prompts, args.stop_after)
         device.client.subscribe(f"transcription/{sid}/+", qos=1)

@@ -9,6 +9,7 @@
 #   scripts/services.sh env                    VOXWIRE_*=value lines (a dotenv file), e.g.
 #                                              set -a; eval "$(scripts/services.sh env)"; set +a
 #   scripts/services.sh reload  mosquitto      rebuild the ACL from acl.d/ and make Mosquitto re-read it
+#                                              (and its certificates and the device CA's revocation list)
 #   scripts/services.sh browser                install Chromium for the web app's browser tests
 #   scripts/services.sh speech                 install espeak-ng (non-English speech for model tests)
 #
@@ -16,7 +17,8 @@
 # after the other, then the servers start side by side; each waits at most VOXWIRE_SERVICES_WAIT s.
 #
 # What runs (all bound to 127.0.0.1, each in its own session, output in .services/<name>/log):
-#   mosquitto   Debian's mosquitto 2.0: TCP + websockets listeners, allow_anonymous false,
+#   mosquitto   Debian's mosquitto 2.0: TCP + websockets listeners, the same over TLS, and TLS
+#               with client certificates from a device CA (CN = username), allow_anonymous false,
 #               password file with the service user `voxwire-service` (password in secrets.env),
 #               ACL file: the service user may do everything; tenants: dynamic-security plugin
 #               (runtime, $CONTROL/dynamic-security/v1, default deny) + static acl.d/*.acl.
@@ -33,7 +35,8 @@
 #
 # Ports (env, defaults): VOXWIRE_MOSQUITTO_PORT=11883 VOXWIRE_MOSQUITTO_WS_PORT=18083
 #   VOXWIRE_MOSQUITTO_TLS_PORT=18883 VOXWIRE_MOSQUITTO_WSS_PORT=18084 (TLS, self-signed CA in
-#   .services/mosquitto/tls/ca.crt)
+#   .services/mosquitto/tls/ca.crt) VOXWIRE_MOSQUITTO_CERT_PORT=18884 (TLS with a client
+#   certificate from the device CA, .services/mosquitto/tls/device-ca.crt, instead of a password)
 #   VOXWIRE_KAFKA_PORT=19092 VOXWIRE_KAFKA_CONTROLLER_PORT=19093 VOXWIRE_POSTGRES_PORT=15432
 #   VOXWIRE_REDIS_PORT=16379 VOXWIRE_OPENSEARCH_PORT=19200 VOXWIRE_OPENSEARCH_TRANSPORT_PORT=19300
 # Other knobs: VOXWIRE_SERVICES_WAIT (readiness limit per service, s, 120),
@@ -67,6 +70,7 @@ default_ports() {
     MOSQUITTO_WS_PORT=${VOXWIRE_MOSQUITTO_WS_PORT:-18083}
     MOSQUITTO_TLS_PORT=${VOXWIRE_MOSQUITTO_TLS_PORT:-18883}
     MOSQUITTO_WSS_PORT=${VOXWIRE_MOSQUITTO_WSS_PORT:-18084}
+    MOSQUITTO_CERT_PORT=${VOXWIRE_MOSQUITTO_CERT_PORT:-18884}
     KAFKA_PORT=${VOXWIRE_KAFKA_PORT:-19092}
     KAFKA_CONTROLLER_PORT=${VOXWIRE_KAFKA_CONTROLLER_PORT:-19093}
     POSTGRES_PORT=${VOXWIRE_POSTGRES_PORT:-15432}

@@ -52,6 +52,14 @@ def services_env() -> dict[str, str]:
     return env
 
 
+def reload_mosquitto() -> None:
+    """`scripts/services.sh reload mosquitto`: Mosquitto reads its password and ACL
+    files, certificates and revocation list again (SIGHUP; it drops no client)."""
+    subprocess.run(
+        [str(SERVICES), "reload", "mosquitto"], capture_output=True, check=True, timeout=60
+    )
+
+
 def readyz(url: str, *, until: int, timeout: float = 120) -> dict[str, Any]:
     """``/readyz`` once it answers ``until`` (polled while the process starts)."""
     deadline = time.monotonic() + timeout

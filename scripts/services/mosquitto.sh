@@ -59,22 +59,46 @@ EOF
 }
 
 # A CA of our own and a server certificate it signed, for 127.0.0.1 and localhost (made once):
-# clients verify the TLS listeners with tls/ca.crt.
+# clients verify the TLS listeners with tls/ca.crt. A second CA, tls/device-ca.crt, signs the
+# devices' client certificates (`voxwire keys create --device NAME --cert-out DIR`): the
+# client-certificate listener trusts only it, so the server's own certificate (or anything else
+# the first CA signed) is no way in.
 mosquitto_tls() {
     local tls=$MOSQ_DIR/tls
-    [[ -s $tls/server.crt && -s $tls/ca.crt ]] && return 0
     mkdir -p "$tls"
-    (
-        umask 077
-        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=voxwire test CA" \
-            -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
-        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
-            -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$tls/san.ext"
-        openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
-            -CAcreateserial -days 3650 -extfile "$tls/san.ext" -out "$tls/server.crt" 2>/dev/null
-    ) || die "mosquitto: could not make the TLS certificates (is openssl installed?)"
-    chmod 644 "$tls/ca.crt" "$tls/server.crt"
+    if [[ ! -s $tls/server.crt || ! -s $tls/ca.crt ]]; then
+        (
+            umask 077
+            openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=voxwire test CA" \
+                -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+            openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+                -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+            printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$tls/san.ext"
+            openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+                -CAcreateserial -days 3650 -extfile "$tls/san.ext" -out "$tls/server.crt" 2>/dev/null
+        ) || die "mosquitto: could not make the TLS certificates (is openssl installed?)"
+    fi
+    if [[ ! -s $tls/device-ca.crt || ! -s $tls/device-ca.key ]]; then
+        (
+            umask 077
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+                -subj "/CN=voxwire test device CA" -keyout "$tls/device-ca.key" \
+                -out "$tls/device-ca.crt" 2>/dev/null
+        ) || die "mosquitto: could not make the device CA (is openssl installed?)"
+        rm -f "$tls/device-ca.crl"
+    fi
+    # The device CA's revocation list (the listener's crlfile), empty at first; `voxwire keys
+    # revoke --cert` adds to it, and `reload mosquitto` makes Mosquitto read it again.
+    if [[ ! -s $tls/device-ca.crl ]]; then
+        mkdir -p "$tls/device-ca.db"
+        : >"$tls/device-ca.db/index.txt"
+        printf '[ca]\ndefault_ca = d\n[d]\ndatabase = %s\ndefault_md = sha256\ndefault_crl_days = 3650\n' \
+            "$tls/device-ca.db/index.txt" >"$tls/device-ca.db/openssl.cnf"
+        openssl ca -config "$tls/device-ca.db/openssl.cnf" -gencrl -cert "$tls/device-ca.crt" \
+            -keyfile "$tls/device-ca.key" -out "$tls/device-ca.crl" 2>/dev/null ||
+            die "mosquitto: could not make the device CA's revocation list"
+    fi
+    chmod 644 "$tls/ca.crt" "$tls/server.crt" "$tls/device-ca.crt" "$tls/device-ca.crl"
 }
 
 mosquitto_configure() {
@@ -153,6 +177,21 @@ certfile $MOSQ_DIR/tls/server.crt
 keyfile $MOSQ_DIR/tls/server.key
 tls_version tlsv1.2
 
+# Devices with a client certificate from the device CA, no password: the certificate's CN (a
+# device key's id) is the username, so that key's dynamic-security client and roles apply.
+# A client without a certificate, with one from another CA or one on the CA's revocation list
+# (crlfile, read again on SIGHUP) fails the TLS handshake.
+listener $MOSQUITTO_CERT_PORT $HOST
+socket_domain ipv4
+protocol mqtt
+cafile $MOSQ_DIR/tls/device-ca.crt
+crlfile $MOSQ_DIR/tls/device-ca.crl
+certfile $MOSQ_DIR/tls/server.crt
+keyfile $MOSQ_DIR/tls/server.key
+tls_version tlsv1.2
+require_certificate true
+use_identity_as_username true
+
 persistence true
 persistence_location $MOSQ_DIR/data/
 autosave_interval 30
@@ -181,9 +220,11 @@ mosquitto_probe() {
 }
 
 mosquitto_start() {
-    ports_free mosquitto "$MOSQUITTO_PORT" "$MOSQUITTO_WS_PORT" "$MOSQUITTO_TLS_PORT" "$MOSQUITTO_WSS_PORT"
+    ports_free mosquitto "$MOSQUITTO_PORT" "$MOSQUITTO_WS_PORT" "$MOSQUITTO_TLS_PORT" "$MOSQUITTO_WSS_PORT" \
+        "$MOSQUITTO_CERT_PORT"
     mosquitto_configure
-    record_ports mosquitto MOSQUITTO_PORT MOSQUITTO_WS_PORT MOSQUITTO_TLS_PORT MOSQUITTO_WSS_PORT
+    record_ports mosquitto MOSQUITTO_PORT MOSQUITTO_WS_PORT MOSQUITTO_TLS_PORT MOSQUITTO_WSS_PORT \
+        MOSQUITTO_CERT_PORT
     launch mosquitto mosquitto -c "$MOSQ_DIR/mosquitto.conf"
     wait_ready mosquitto "$(read_pid "$MOSQ_DIR/pid")" "$(mosquitto_marker)" mosquitto_probe
 }
@@ -191,7 +232,8 @@ mosquitto_start() {
 mosquitto_stop() { local p; p=$(mosquitto_pid) && stop_pid mosquitto "$p" "$(mosquitto_marker)" 30; rm -f "$MOSQ_DIR/pid"; }
 mosquitto_describe() {
     echo "mqtt://$HOST:$MOSQUITTO_PORT ws://$HOST:$MOSQUITTO_WS_PORT/mqtt" \
-        "mqtts://$HOST:$MOSQUITTO_TLS_PORT wss://$HOST:$MOSQUITTO_WSS_PORT/mqtt"
+        "mqtts://$HOST:$MOSQUITTO_TLS_PORT wss://$HOST:$MOSQUITTO_WSS_PORT/mqtt" \
+        "mqtts://$HOST:$MOSQUITTO_CERT_PORT (client certificates)"
 }
 
 mosquitto_reload() {
@@ -201,7 +243,7 @@ mosquitto_reload() {
     chmod 600 "$MOSQ_DIR/acl" "$MOSQ_DIR/passwd"
     if p=$(mosquitto_pid); then
         kill -HUP "$p"
-        say "mosquitto: ACL rebuilt from acl.d/, SIGHUP sent (pid $p)"
+        say "mosquitto: ACL rebuilt from acl.d/, SIGHUP sent (pid $p): files and certificates read again"
     else
         say "mosquitto: ACL rebuilt; not running"
     fi
@@ -230,7 +272,31 @@ mosquitto_check() {
         mosquitto_check_dynsec || return 1
         dynsec="dynsec tenant: allowed topic delivered, other topic denied"
     fi
-    say "mosquitto: ok (anonymous refused, QoS 1 retained round trip, websocket upgrade 101, $dynsec)"
+    local certs="no client-certificate listener (started before it was added: restart mosquitto)"
+    if grep -q '^use_identity_as_username true' "$MOSQ_DIR/mosquitto.conf"; then
+        mosquitto_check_certs || return 1
+        certs="certificate listener: no certificate refused, a device CA's accepted"
+    fi
+    say "mosquitto: ok (anonymous refused, QoS 1 retained round trip, websocket upgrade 101, $dynsec, $certs)"
+}
+
+# The client-certificate listener: a client without a certificate is refused, one with a
+# throw-away certificate from the device CA connects (its name has no dynsec client: it may do
+# nothing there).
+mosquitto_check_certs() {
+    local tls=$MOSQ_DIR/tls tmp ok=1
+    local pub=(mosquitto_pub -h "$HOST" -p "$MOSQUITTO_CERT_PORT" --cafile "$tls/ca.crt" -t voxwire/check -n)
+    if timeout 5 "${pub[@]}" >/dev/null 2>&1; then
+        say "mosquitto: FAIL the client-certificate listener let in a client without one"; return 1
+    fi
+    tmp=$(mktemp -d)
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=voxwire-services-check-$$" \
+        -keyout "$tmp/device.key" -out "$tmp/device.csr" 2>/dev/null &&
+        openssl x509 -req -in "$tmp/device.csr" -CA "$tls/device-ca.crt" -CAkey "$tls/device-ca.key" \
+            -set_serial "0x$(openssl rand -hex 16)" -days 1 -out "$tmp/device.crt" 2>/dev/null &&
+        timeout 5 "${pub[@]}" --cert "$tmp/device.crt" --key "$tmp/device.key" >/dev/null 2>&1 || ok=0
+    rm -rf "$tmp"
+    ((ok)) || { say "mosquitto: FAIL a certificate from the device CA was refused"; return 1; }
 }
 
 # A throw-away tenant made through the dynamic-security plugin, as voxwire does it.

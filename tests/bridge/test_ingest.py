@@ -7,8 +7,10 @@ is installed; the embedded broker (MQTT 3.1.1) checks routing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
@@ -17,10 +19,14 @@ from tests.broker.conftest import PahoClient, RunningBroker
 from voxwire.bridge.ingest import MqttIngest
 from voxwire.bus.memory import MemoryBus
 from voxwire.core.errors import BusError
+from voxwire.store import SessionRecord, SqliteStore
 from voxwire.wire.records import ClientPublish
 from voxwire.wire.topics import AUDIO_TOPIC
+from voxwire_client.messages import SessionStatus
 
 pytestmark = pytest.mark.timeout(60)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class FlakyBus(MemoryBus):
@@ -57,7 +63,13 @@ async def _running(ingest: MqttIngest) -> AsyncIterator[MqttIngest]:
             await task
 
 
-def _ingest(bus: MemoryBus, port: int, *, share_group: str | None = None) -> MqttIngest:
+def _ingest(
+    bus: MemoryBus,
+    port: int,
+    *,
+    share_group: str | None = None,
+    is_ours: Callable[[str], Awaitable[bool]] | None = None,
+) -> MqttIngest:
     return MqttIngest(
         bus,
         "127.0.0.1",
@@ -67,6 +79,7 @@ def _ingest(bus: MemoryBus, port: int, *, share_group: str | None = None) -> Mqt
         password="service-pw",
         share_group=share_group,
         session_expiry_s=60,
+        is_ours=is_ours,
     )
 
 
@@ -135,3 +148,42 @@ async def test_routes_client_topics_on_the_embedded_broker(running_broker: Runni
             assert ingest.forwarded == 1
     finally:
         device.close()
+
+
+async def test_on_a_shared_broker_only_this_installations_audio_goes_on(
+    mosquitto: int, tmp_path: Path
+) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite3")
+    tenant = await store.create_tenant("acme")
+    await store.create_session(
+        SessionRecord(sid="ours", tenant_id=tenant.id, status=SessionStatus.QUEUED, created_at=NOW)
+    )
+
+    async def is_ours(sid: str) -> bool:
+        return await store.session_owner(sid) is not None
+
+    bus = MemoryBus()
+    records = bus.subscribe(AUDIO_TOPIC, "test")
+    device = PahoClient(mosquitto, "device-1", protocol=paho.MQTTv5)
+    assert not (await asyncio.to_thread(device.connect)).is_failure
+    topics = [f"audio/{sid}/chunk/{n}" for n in range(20) for sid in ("theirs", "ours")]
+    topics += ["audio/theirs/control", "audio/ours/control"]
+    try:
+        async with _running(_ingest(bus, mosquitto, is_ours=is_ours)) as ingest:
+            for topic in topics:
+                await asyncio.to_thread(device.publish, topic, topic.encode())
+            got = [await asyncio.wait_for(records.next(), 5) for _ in range(21)]
+            assert [ClientPublish.model_validate_json(r.value).topic for r in got] == [
+                t for t in topics if t.startswith("audio/ours/")
+            ]
+            await _until(lambda: ingest.foreign == 21)
+            assert ingest.forwarded == 21
+        # the others' audio was acknowledged: it does not come again
+        async with _running(_ingest(bus, mosquitto, is_ours=is_ours)) as again:
+            await asyncio.to_thread(device.publish, "audio/ours/chunk/20", b"last")
+            record = await asyncio.wait_for(records.next(), 5)
+            assert ClientPublish.model_validate_json(record.value).payload == b"last"
+            assert again.foreign == 0
+    finally:
+        device.close()
+        await store.close()

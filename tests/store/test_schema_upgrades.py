@@ -1,5 +1,6 @@
-"""A store made by an older voxwire opens with the device-key columns added and
-nothing lost: its keys stay tenant keys, its sessions have no recorded key."""
+"""A store made by an older voxwire opens with the device-key and transcript-version
+columns added and nothing lost: its keys stay tenant keys, its sessions have no
+recorded key, and their transcripts are version 1."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ async def test_an_older_sqlite_store_keeps_its_keys_and_sessions(tmp_path: Path)
         assert [k.role for k in await store.list_api_keys()] == ["tenant"]
         session = await store.get_session("s_old")
         assert session is not None and session.text == "hello" and session.key_id is None
+        assert session.version == 1  # transcript versions came later: its transcript is the first
+        reopened = await store.reopen_session("s_old")
+        assert reopened is not None and reopened.redact is None  # opened before it was recorded
         assert await store.session_owner("s_old") == SessionOwner("t_old")
     finally:
         await store.close()
@@ -57,8 +61,8 @@ async def test_an_older_sqlite_store_keeps_its_keys_and_sessions(tmp_path: Path)
 async def test_an_older_postgres_schema_is_migrated_without_losing_data() -> None:
     require("postgres")
     schema, key = fresh_schema(), generate_key()
-    before = [m for m in migrations() if m.name != "device_keys"]
-    assert len(before) == len(migrations()) - 1
+    before = [m for m in migrations() if m.version < 3]  # before device keys and versions
+    assert [m.name for m in migrations()[2:]] == ["device_keys", "transcript_versions"]
     try:
         await pg_query("public", f'CREATE SCHEMA "{schema}"')
         for migration in before:
@@ -95,7 +99,7 @@ async def test_an_older_postgres_schema_is_migrated_without_losing_data() -> Non
             assert [k.role for k in await store.list_api_keys()] == ["tenant"]
             assert await store.session_owner("s_old") == SessionOwner("t_old")
             session = await store.get_session("s_old")
-            assert session is not None and session.key_id is None
+            assert session is not None and session.key_id is None and session.version == 1
         finally:
             await store.close()
     finally:

@@ -1,13 +1,14 @@
 """Search indexing: committed segments and windows of committed text into the index.
 
 Two consumer groups of their own, on ``transcription.results`` (final
-segments) and ``transcription.windows`` (:mod:`voxwire.wire.windows`), so a slow or
-unavailable search cluster never delays delivery to subscribers. Each batch
-is grouped by session and written with one update per session; indexing is
-idempotent (by segment and window index), so a redelivered batch changes
-nothing. A commit the bus refuses (Kafka rebalancing the group as a bridge joins
-or leaves) is only logged: a later commit covers the batch, or it is delivered
-again.
+segments; a re-transcription's transcript replaces the session's whole entry,
+:meth:`~voxwire.search.SegmentIndex.replace_session`) and ``transcription.windows``
+(:mod:`voxwire.wire.windows`), so a slow or unavailable search cluster never
+delays delivery to subscribers. Each batch is grouped by session and written
+with one update per session; indexing is idempotent (by segment and window
+index), so a redelivered batch changes nothing. A commit the bus refuses (Kafka
+rebalancing the group as a bridge joins or leaves) is only logged: a later
+commit covers the batch, or it is delivered again.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from voxwire.bus import Bus, Record, commit_or_warn
 from voxwire.search import SegmentIndex
 from voxwire.store import SessionRecord
 from voxwire.wire.topics import RESULTS_TOPIC, WINDOWS_TOPIC
-from voxwire.wire.windows import TextWindow
-from voxwire_client.messages import SegmentData, SegmentMessage, parse_message
+from voxwire.wire.windows import TextWindow, windows_of
+from voxwire_client.messages import SegmentData, SegmentMessage, TranscriptMessage, parse_message
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +68,29 @@ class SegmentIndexer:
 
     async def _segments(self, records: list[Record]) -> None:
         finals: dict[str, list[SegmentData]] = defaultdict(list)
+        versions: dict[str, TranscriptMessage] = {}  # a new version of the whole transcript
         for record in records:
             try:
                 message = parse_message(record.value)
             except ValidationError:
                 continue
             if isinstance(message, SegmentMessage) and message.type == "final":
-                finals[message.sid].append(message.segment)
+                if message.version == 1:  # a later version's go in whole, with its transcript
+                    finals[message.sid].append(message.segment)
+            elif isinstance(message, TranscriptMessage) and message.version > 1:
+                finals.pop(message.sid, None)
+                versions[message.sid] = message
+        for sid, transcript in versions.items():
+            if session := await self._session(sid):
+                await self._index.replace_session(
+                    session.tenant_id,
+                    sid,
+                    transcript.segments,
+                    windows_of(list(transcript.segments), sid),
+                    session.created_at,
+                    transcript.language,
+                )
+                self.indexed += len(transcript.segments)
         for sid, segments in finals.items():
             if session := await self._session(sid):
                 await self._index.index_segments(

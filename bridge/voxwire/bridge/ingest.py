@@ -30,6 +30,13 @@ envelope, ``origin`` "mqtt"); topic access is enforced by the broker before
 anything gets here. The embedded broker speaks MQTT 3.1.1 without shared
 subscriptions: there one ingest subscribes directly. The ingest waits for its
 broker: a failed first connect is retried with the connection's reconnect delays.
+
+On a broker other installations may share (``is_ours`` and ``is_our_key``
+given), the audio topics of a session this installation does not have, and the
+query topics of a key it did not issue (requests, and the parts of files
+uploaded over MQTT), are acknowledged and dropped instead
+(:mod:`voxwire.bridge.sessions_gate`): each installation's Kafka log holds its
+own clients' audio and questions alone, in the order they came.
 """
 
 from __future__ import annotations
@@ -37,14 +44,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import paho.mqtt.client as paho
 
+from voxwire.bridge.sessions_gate import SessionGate
 from voxwire.broker.connection import BrokerConnection, ConnectOptions, Received, ReconnectPolicy
 from voxwire.bus import Bus
 from voxwire.core.errors import BusError
-from voxwire.core.metrics import INGESTED
+from voxwire.core.metrics import INGEST_FOREIGN, INGESTED
 from voxwire.wire.records import ClientPublish
 from voxwire.wire.topics import AUDIO_TOPIC, QUERIES_TOPIC
 from voxwire_client.topics import parse_audio_topic, parse_query_topic
@@ -56,7 +64,11 @@ SHARE_GROUP = "voxwire-bridge"
 _RECONNECT = ReconnectPolicy(1.0, 10.0)
 
 
-def route(topic: str) -> tuple[str, str] | None:
+Route = tuple[str, str]
+"""Where a client topic goes: (bus topic, key)."""
+
+
+def route(topic: str) -> Route | None:
     """(bus topic, key) for a client topic, or None when it is not ours."""
     try:
         return AUDIO_TOPIC, parse_audio_topic(topic).sid
@@ -92,13 +104,26 @@ class MqttIngest:
         make_client: Callable[..., paho.Client] = paho.Client,
         tls: ssl.SSLContext | None = None,
         session_expiry_s: int = 24 * 3600,
+        is_ours: Callable[[str], Awaitable[bool]] | None = None,
+        is_our_key: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
+        """``is_ours(sid)``: whether session ``sid`` is this installation's, and
+        ``is_our_key(key_id)`` whether it issued key ``key_id``, on a broker others
+        may share (None: every session and key is, as on the embedded broker)."""
         self._bus = bus
         self._limit = asyncio.Semaphore(max_in_flight)
         self._filters = subscription_filters(share_group)  # no group: a plain subscription
         self._tasks: set[asyncio.Task[None]] = set()
         self.forwarded = 0
         self.dropped = 0
+        self.foreign = 0
+        """Messages of another installation's sessions or keys, acknowledged and dropped."""
+        checks = {AUDIO_TOPIC: is_ours, QUERIES_TOPIC: is_our_key}
+        self._gates: dict[str, SessionGate[tuple[Received, Route]]] = {
+            topic: SessionGate(check, self._decide)
+            for topic, check in checks.items()
+            if check is not None
+        }
         self._connection = BrokerConnection(
             ConnectOptions(
                 host,
@@ -121,14 +146,31 @@ class MqttIngest:
         return self._connection.connected
 
     def _receive(self, message: Received) -> None:
-        """On the event loop: forward ``message`` in a task of its own."""
-        task = asyncio.get_running_loop().create_task(self._forward(message))
+        """On the event loop: forward ``message`` in a task of its own (once its
+        session or key is known to be ours, where that is checked)."""
+        target = route(message.topic)
+        gate = None if target is None else self._gates.get(target[0])
+        if gate is not None and target is not None:
+            gate.admit(target[1], (message, target))
+            return
+        self._spawn(message, target)
+
+    def _decide(self, routed: tuple[Received, Route], ours: bool) -> None:
+        message, target = routed
+        if ours:
+            self._spawn(message, target)
+            return
+        self.foreign += 1
+        INGEST_FOREIGN.inc()
+        self._connection.ack(message)
+
+    def _spawn(self, message: Received, target: Route | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._forward(message, target))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _forward(self, message: Received) -> None:
+    async def _forward(self, message: Received, target: Route | None) -> None:
         async with self._limit:
-            target = route(message.topic)
             if target is None:
                 self.dropped += 1
                 log.warning(
@@ -163,4 +205,6 @@ class MqttIngest:
             await self._connection.connect_retrying()
             await asyncio.Event().wait()
         finally:
+            for gate in self._gates.values():
+                gate.close()
             self._connection.close()

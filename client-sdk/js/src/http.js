@@ -31,6 +31,7 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {number} percent
  * @property {number} last_seq
  * @property {PromptSpec[]} prompts
+ * @property {number} [version]  the latest transcript version asked for (2 and up: transcribed again)
  *
  * @typedef {SessionInfo & {endpoints: Endpoints}} SessionCreated
  * @typedef {SessionCreated & {audio_topic: string, control_topic: string}} StreamCreated
@@ -48,6 +49,14 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {number} [max_speakers]  with diarize: at most this many speakers (1-20)
  * @property {string[]} [vocabulary]  words to expect, written as given (at most 50)
  * @property {"transcribe" | "translate"} [task]  translate: the finals in English (a multilingual model)
+ *
+ * @typedef {object} Health  what the platform is and serves (GET /healthz)
+ * @property {string} status
+ * @property {string} version
+ * @property {string} mode  "embedded" or "distributed"
+ * @property {string} model  the default model
+ * @property {string[]} models  the models a session may ask for (the first is the default)
+ * @property {string | null} [device]  where the answering process's engines run
  *
  * @typedef {object} TokenResponse  a session token for the broker (and the session routes)
  * @property {string} token     the MQTT password
@@ -188,6 +197,11 @@ export class Gateway {
     });
   }
 
+  /** What the platform is and which models it serves. @returns {Promise<Health>} */
+  health() {
+    return this.json("GET", "/healthz");
+  }
+
   /** @param {string[]} sids @param {number} [ttlS] @returns {Promise<TokenResponse>} */
   createToken(sids, ttlS = 3600) {
     return this.json("POST", "/v1/tokens", { json: { sids: sids.map(validateSid), ttl_s: ttlS } });
@@ -208,9 +222,26 @@ export class Gateway {
     return this.json("GET", `/v1/sessions/${validateSid(sid)}/messages`, { query: { after } });
   }
 
-  /** @param {string} sid */
-  transcript(sid) {
-    return this.json("GET", `/v1/sessions/${validateSid(sid)}/transcript`);
+  /**
+   * The transcript (with `version` and the `versions` kept): the current one, or
+   * an earlier version that a re-transcription replaced.
+   * @param {string} sid
+   * @param {{version?: number}} [options]
+   */
+  transcript(sid, { version } = {}) {
+    const query = version === undefined ? undefined : { version };
+    return this.json("GET", `/v1/sessions/${validateSid(sid)}/transcript`, { query });
+  }
+
+  /**
+   * Transcribe a finished session's stored audio again, as its next version; its
+   * messages carry that `version`, from `first_seq` on.
+   * @param {string} sid
+   * @param {{model?: string, language?: string, vocabulary?: string[]}} [options]
+   * @returns {Promise<{sid: string, version: number, model: string, first_seq: number}>}
+   */
+  retranscribe(sid, options = {}) {
+    return this.json("POST", `/v1/sessions/${validateSid(sid)}/retranscribe`, { json: options });
   }
 
   /**

@@ -147,8 +147,12 @@ export class VoxwireClient {
     return this.gateway.search(...args);
   }
 
-  transcript(/** @type {string} */ sid) {
-    return this.gateway.transcript(sid);
+  transcript(/** @type {Parameters<Gateway["transcript"]>} */ ...args) {
+    return this.gateway.transcript(...args);
+  }
+
+  retranscribe(/** @type {Parameters<Gateway["retranscribe"]>} */ ...args) {
+    return this.gateway.retranscribe(...args);
   }
 
   transcriptAs(/** @type {Parameters<Gateway["transcriptAs"]>} */ ...args) {

@@ -5,7 +5,8 @@
  *
  * Every message has `v` (1), `sid`, `seq` (per session, strictly increasing
  * across its topics; a redelivery carries the same seq), `ts` (server time,
- * ISO 8601) and `type`.
+ * ISO 8601), `type` and `version`: the transcript version it belongs to (1; a
+ * re-transcription of the session's audio publishes 2, 3... with `seq` going on).
  * @module
  */
 
@@ -40,6 +41,7 @@
  * @property {string} sid
  * @property {number} seq
  * @property {string} ts
+ * @property {number} [version] the transcript version (1 unless the session was transcribed again)
  */
 
 /**

@@ -44,6 +44,18 @@ describe("Gateway", () => {
     });
   });
 
+  it("asks for a session's next transcript version, and reads an earlier one", async () => {
+    const accepted = { sid: "s_1", version: 2, model: "tiny.en", first_seq: 9 };
+    const { fetch, requests } = scripted([202, accepted], [200, { sid: "s_1", version: 1 }]);
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });
+    assert.deepEqual(await gateway.retranscribe("s_1", { vocabulary: ["ComfyUI"] }), accepted);
+    assert.equal(requests[0].method, "POST");
+    assert.equal(requests[0].url, "http://gw/v1/sessions/s_1/retranscribe");
+    assert.deepEqual(JSON.parse(requests[0].body), { vocabulary: ["ComfyUI"] });
+    assert.equal((await gateway.transcript("s_1", { version: 1 })).version, 1);
+    assert.equal(requests[1].url, "http://gw/v1/sessions/s_1/transcript?version=1");
+  });
+
   it("says what to do when the gateway cannot be reached", async () => {
     const gateway = new Gateway({ url: "http://gw", credential: "k", fetch: async () => { throw new TypeError("fetch failed"); } });
     await assert.rejects(gateway.session("s_1"), { code: "unreachable", hint: /make run/ });

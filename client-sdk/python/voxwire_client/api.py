@@ -89,6 +89,7 @@ class SessionInfo(_Model):
     prompts: tuple[PromptSpec, ...] = ()
     error_code: str | None = None
     error_message: str | None = None
+    version: int = Field(default=1, description="the latest transcript version asked for")
 
 
 class SessionCreated(SessionInfo):
@@ -128,6 +129,8 @@ class TranscriptResponse(_Model):
     segments: tuple[SegmentData, ...]
     matches: tuple[MatchData, ...] = ()
     task: TaskField = Task.TRANSCRIBE
+    version: int = Field(default=1, description="this transcript's version")
+    versions: tuple[int, ...] = Field(default=(1,), description="the versions kept")
 
 
 class MessagesPage(_Model):

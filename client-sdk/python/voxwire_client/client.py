@@ -3,10 +3,9 @@
 ``AsyncClient`` is the real implementation; ``Client``
 (:mod:`voxwire_client.sync`) runs it on a private event loop for synchronous code.
 
-Delivery guarantees the SDK gives on top of MQTT QoS 1: every message of a
-session is yielded exactly once and in ``seq`` order. Duplicates are dropped;
-a gap (a message arrives before an earlier one) or a reconnect makes the SDK
-fetch the missing part from the gateway's history API.
+Delivery guarantees the SDK gives on top of MQTT QoS 1: every message of a session is yielded
+exactly once and in ``seq`` order. Duplicates are dropped; a gap (a message arrives before an
+earlier one) or a reconnect makes the SDK fetch the missing part from the gateway's history API.
 """
 
 from __future__ import annotations
@@ -63,6 +62,7 @@ from voxwire_client.messages import (
 from voxwire_client.sequencer import Sequencer
 from voxwire_client.topics import validate_sid
 from voxwire_client.uploads import Prompts, upload_form
+from voxwire_client.versions_client import VersionsMixin
 
 IDLE_POLL_S = 5.0
 """Without MQTT traffic for this long, the SDK asks the history API."""
@@ -89,7 +89,7 @@ def pcm_chunks(pcm: bytes, chunk_ms: int = 100) -> Iterator[bytes]:
         yield pcm[start : start + size]
 
 
-class AsyncClient:
+class AsyncClient(VersionsMixin):
     """Talks to one voxwire platform; defaults come from :func:`load_config`."""
 
     def __init__(

@@ -8,6 +8,8 @@ Every payload is JSON with a common envelope:
   a redelivery carries the same ``seq``
 - ``ts``: server time (UTC) when the message was produced
 - ``type``: which message this is
+- ``version``: the transcript version (1; each re-transcription publishes the
+  next one, with ``seq`` going on after the session's last)
 
 ``seq`` lets a subscriber drop QoS 1 duplicates and notice gaps; the gateway's
 history API returns every message of a session by ``seq``.
@@ -50,6 +52,12 @@ class Envelope(_Model):
     sid: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     seq: int = Field(ge=1)
     ts: datetime = Field(default_factory=utcnow)
+    version: int = Field(
+        default=1,
+        ge=1,
+        description="the transcript version the message belongs to: 1 for the first "
+        "transcription, 2 and up for each re-transcription of the session's audio",
+    )
 
 
 class Task(StrEnum):

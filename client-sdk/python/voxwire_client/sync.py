@@ -25,6 +25,7 @@ from voxwire_client.api import (
 from voxwire_client.client import AsyncClient, Transcript
 from voxwire_client.messages import Message, Task
 from voxwire_client.uploads import Prompts
+from voxwire_client.versions import RetranscribeAccepted
 
 
 class Client:
@@ -76,6 +77,29 @@ class Client:
 
     def transcript_as(self, sid: str, format: TranscriptFormat | str) -> str:
         return self._loop.run_until_complete(self._async.transcript_as(sid, format))
+
+    def transcript_version(self, sid: str, version: int) -> TranscriptResponse:
+        return self._loop.run_until_complete(self._async.transcript_version(sid, version))
+
+    def retranscribe(
+        self,
+        sid: str,
+        *,
+        model: str | None = None,
+        language: str | None = None,
+        vocabulary: Sequence[str] = (),
+    ) -> RetranscribeAccepted:
+        """Queue the next transcript version of ``sid``; :meth:`wait_version` waits for it."""
+        again = self._async.retranscribe(sid, model=model, language=language, vocabulary=vocabulary)
+        return self._loop.run_until_complete(again)
+
+    def wait_version(self, accepted: RetranscribeAccepted) -> list[Message]:
+        """Every message of the version ``accepted`` makes, once it has ended."""
+
+        async def collect() -> list[Message]:
+            return [m async for m in self._async.version_events(accepted)]
+
+        return self._loop.run_until_complete(collect())
 
     def change_prompts(
         self, sid: str, add: Sequence[PromptSpec] = (), remove: Sequence[str] = ()

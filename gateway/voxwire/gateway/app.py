@@ -58,6 +58,7 @@ from voxwire.gateway.request_metrics import RequestMetrics
 from voxwire.gateway.web import mount_web_app
 from voxwire.search import SearchIndex, SearchQueryError
 from voxwire.sessions.languages import served_models
+from voxwire.sessions.retranscribe import RetranscribeService, archived_wav
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import Upload, UploadService
 from voxwire.sessions.views import endpoints, session_info, stream_created, transcript_of
@@ -82,6 +83,7 @@ from voxwire_client.errors import InvalidSessionIdError
 from voxwire_client.topics import (
     validate_sid,
 )
+from voxwire_client.versions import RetranscribeAccepted, RetranscribeRequest
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     )
     uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
     streams = StreamService(ctx.store, ctx.bus, ctx.access, ctx.settings)
+    again = RetranscribeService(ctx.settings, ctx.store, ctx.bus, ctx.blobs)
     settings = ctx.settings
     limits = RateLimits(settings.limits.rate_limit_per_s, settings.limits.rate_limit_burst)
     tokens = ctx.tokens or issuer_for(
@@ -339,17 +342,33 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     async def get_transcript(
         session: Owned,
         format: Annotated[str, Query(description="json (default), txt, srt or vtt")] = "json",
+        version: Annotated[int | None, Query(ge=1, description="a kept version")] = None,
     ) -> TranscriptResponse | Response:
         """The transcript: JSON, or as plain text (``txt``) or subtitles (``srt``,
-        ``vtt``) with speaker labels where the segments have them."""
+        ``vtt``) with speaker labels where the segments have them; the current
+        version, or an earlier one that a re-transcription replaced."""
         fmt = transcript_format(format)
+        transcript = await transcript_of(ctx.store, session, version)
         if fmt is not TranscriptFormat.JSON:
             return Response(
-                render(await ctx.store.segments(session.sid), fmt),
+                render(list(transcript.segments), fmt),
                 media_type=CONTENT_TYPES[fmt],
                 headers={"content-disposition": f'attachment; filename="{session.sid}.{fmt}"'},
             )
-        return await transcript_of(ctx.store, session)
+        return transcript
+
+    @app.post(
+        "/v1/sessions/{sid}/retranscribe",
+        status_code=202,
+        response_model=RetranscribeAccepted,
+        tags=["sessions"],
+        responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 409: {"model": ErrorBody}},
+    )
+    async def retranscribe(
+        caller: Caller, sid: str, request: RetranscribeRequest
+    ) -> RetranscribeAccepted:
+        """Transcribe the session's stored audio again, as its next transcript version."""
+        return await again.start(await session_of(sid, caller.id), caller.name, request)
 
     @app.get("/v1/sessions/{sid}/messages", response_model=MessagesPage, tags=["sessions"])
     async def get_messages(
@@ -413,9 +432,10 @@ def create_app(ctx: GatewayContext) -> FastAPI:
 
     @app.get("/v1/sessions/{sid}/audio", tags=["sessions"], response_class=Response)
     async def get_audio(session: Owned) -> Response:
+        """The uploaded file as it came, else (a live stream) its archived audio as WAV."""
         key = ctx.blobs.find(session.sid, "original.")
         if key is None:
-            raise NotFoundError("no audio stored for this session", sid=session.sid)
+            return Response(await archived_wav(ctx.blobs, session.sid), media_type="audio/wav")
         data = await asyncio.to_thread(ctx.blobs.get, key)
         media = mimetypes.guess_type(key)[0] or "application/octet-stream"
         return Response(content=data, media_type=media)

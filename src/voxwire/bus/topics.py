@@ -4,6 +4,7 @@
 topic                        partitions  retention  cleanup    note
 ===========================  ==========  =========  =========  ==============================
 ``transcription.jobs``       12          7 d        delete     key = sid, a FileJob
+``transcription.rejobs``     12          7 d        delete     key = sid, a re-transcription
 ``transcription.results``    12          7 d        delete     key = sid, wire messages
 ``transcription.windows``    12          1 d        delete     key = sid, windows of text
 ``prompt.queries``           6           1 d        delete     key = query id
@@ -84,6 +85,7 @@ class TopicSpec(BaseModel):
 
 DEFAULT_TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(name="transcription.jobs", partitions=12, retention_ms=7 * DAY_MS),
+    TopicSpec(name="transcription.rejobs", partitions=12, retention_ms=7 * DAY_MS),
     TopicSpec(name="transcription.results", partitions=12, retention_ms=7 * DAY_MS),
     TopicSpec(name="transcription.windows", partitions=12, retention_ms=DAY_MS),
     TopicSpec(name="prompt.queries", partitions=6, retention_ms=DAY_MS),

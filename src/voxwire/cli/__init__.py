@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from voxwire.cli import contract_cmd, keys, models, roles, search, stream, transcribe, up
+from voxwire.cli import (
+    contract_cmd,
+    keys,
+    models,
+    retranscribe,
+    roles,
+    search,
+    stream,
+    transcribe,
+    up,
+)
 
 app = typer.Typer(
     name="voxwire",
@@ -17,6 +27,7 @@ app = typer.Typer(
 app.command("up")(up.up)
 app.command("transcribe")(transcribe.transcribe)
 app.command("stream")(stream.stream)
+app.command("retranscribe")(retranscribe.retranscribe)
 app.command("contract")(contract_cmd.contract)
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")

@@ -119,6 +119,12 @@ FINAL_SECONDS = Histogram(
 INGESTED = Counter(
     "voxwire_ingested_messages", "Client publishes (live audio, control) the bridge put on the bus"
 )
+INGEST_FOREIGN = Counter(
+    "voxwire_ingest_foreign_messages",
+    "Client publishes on the audio topics of sessions this installation does not have, or "
+    "the query topics of keys it did not issue (another installation's, on a shared broker): "
+    "acknowledged and dropped",
+)
 
 # -- Kafka (every consumer) --------------------------------------------------------------
 

@@ -64,6 +64,9 @@ class BrokerLink:
     """None: a plain subscription (a broker without shared subscriptions)."""
     bound: Mapping[str, int]
     """Settings the broker bound here (a port of 0 becomes a free one)."""
+    shared: bool = False
+    """Whether other installations may use the broker too (then the ingest
+    forwards only the audio of this installation's sessions and the queries of its keys)."""
 
 
 def publisher(link: BrokerLink) -> MqttConnection:
@@ -80,8 +83,17 @@ def publisher(link: BrokerLink) -> MqttConnection:
     )
 
 
-def ingest(link: BrokerLink, bus: Bus, settings: Settings) -> MqttIngest:
-    """What clients publish (audio, control, prompt queries) onto the bus."""
+def ingest(link: BrokerLink, bus: Bus, settings: Settings, store: Store) -> MqttIngest:
+    """What clients publish (audio, control, prompt queries) onto the bus; on a
+    shared broker, the audio of this installation's sessions (those ``store`` has)
+    and the queries of the keys it issued."""
+
+    async def is_ours(sid: str) -> bool:
+        return await store.session_owner(sid) is not None
+
+    async def is_our_key(key_id: str) -> bool:
+        return await store.key_issued(key_id)
+
     return MqttIngest(
         bus,
         link.host,
@@ -92,6 +104,8 @@ def ingest(link: BrokerLink, bus: Bus, settings: Settings) -> MqttIngest:
         share_group=link.share_group,
         tls=link.tls,
         session_expiry_s=settings.limits.ingest_session_expiry_s,
+        is_ours=is_ours if link.shared else None,
+        is_our_key=is_our_key if link.shared else None,
     )
 
 
@@ -185,6 +199,7 @@ async def attach_external(
         or f"voxwire-ingest-{ns + '-' if ns else ''}{socket.gethostname()}",
         share_group=f"{SHARE_GROUP}-{ns}" if ns else SHARE_GROUP,
         bound={},
+        shared=True,
     )
 
 

@@ -50,6 +50,7 @@ from voxwire.sessions.uploads import UploadService
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
+from voxwire.workers.live_archive import LiveArchiver
 from voxwire.workers.stream_worker import StreamWorker
 
 log = logging.getLogger(__name__)
@@ -166,11 +167,7 @@ async def start_worker(
     )
     bus = await adapters.bus()
     tasks = []
-    if files:
-        file_worker = FileWorker(
-            bus, adapters.blobs(), files, options, drain_s=settings.listen.drain_s
-        )
-        tasks.append(asyncio.create_task(file_worker.run(), name="worker"))
+    streams: StreamWorker | None = None
     if live:
         threads = stream_engines(settings)
         log.info("live streams: engines of %s threads", "+".join(map(str, threads)))
@@ -183,8 +180,20 @@ async def start_worker(
             max_streams=settings.engine.max_streams,
             threads=threads,
             cores=cpu_cores(),
+            archive=LiveArchiver(adapters.blobs()),
         )
         tasks.append(asyncio.create_task(streams.run(), name="streams"))
+    if files:
+        live_work = streams
+        file_worker = FileWorker(
+            bus,
+            adapters.blobs(),
+            files,
+            options,
+            drain_s=settings.listen.drain_s,
+            busy=lambda: live_work is not None and live_work.streams > 0,
+        )
+        tasks.append(asyncio.create_task(file_worker.run(), name="worker"))
     return tasks, engine_device(live or files)
 
 
@@ -207,7 +216,7 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     blobs = adapters.blobs()
     parts = PartUploads(blobs, UploadService(settings, store, bus, blobs, access), store)
     queries = QueryService(bus, store, index, publishing, streams, parts, settings)
-    intake = ingest(link, bus, settings)
+    intake = ingest(link, bus, settings, store)
     where = f"broker at {link.host}:{link.port}"
 
     def connections() -> str | None:

@@ -61,6 +61,19 @@ class SegmentIndex(Protocol):
         """Add or replace (by ``window.index``) windows of committed text of one session."""
         ...
 
+    async def replace_session(
+        self,
+        tenant_id: str,
+        sid: str,
+        segments: Sequence[SegmentData],
+        windows: Sequence[TextWindow],
+        created_at: datetime,
+        language: str | None = None,
+    ) -> None:
+        """Make ``segments`` and ``windows`` all that is indexed of one session, in one
+        step (a new transcript version replaces the old one)."""
+        ...
+
 
 class SearchIndex(SegmentIndex, Protocol):
     async def ensure_index(self) -> bool:

@@ -251,6 +251,28 @@ class OpenSearchIndex:
         items = [_window_doc(w) for w in windows]
         await self._upsert(tenant_id, sid, "windows", items, created_at, language)
 
+    async def replace_session(
+        self,
+        tenant_id: str,
+        sid: str,
+        segments: Sequence[SegmentData],
+        windows: Sequence[TextWindow],
+        created_at: datetime,
+        language: str | None = None,
+    ) -> None:
+        """Write the session's document anew: these segments and windows only."""
+        ordered = sorted(segments, key=lambda s: s.index)
+        body = {
+            "sid": sid,
+            "tenant_id": tenant_id,
+            "language": language or (ordered[-1].language if ordered else None),
+            "created_at": created_at.isoformat(),
+            "segments": [_segment_doc(s) for s in ordered],
+            "windows": [_window_doc(w) for w in windows],
+            "text": " ".join(s.text for s in ordered),
+        }
+        await self._call(self._client.index, index=self._target, id=f"{tenant_id}:{sid}", body=body)
+
     async def _upsert(
         self,
         tenant_id: str,

@@ -332,6 +332,32 @@ class SqliteSearchIndex:
 
         await self._call(write)
 
+    async def replace_session(
+        self,
+        tenant_id: str,
+        sid: str,
+        segments: Sequence[SegmentData],
+        windows: Sequence[TextWindow],
+        created_at: datetime,
+        language: str | None = None,
+    ) -> None:
+        """Delete what the session had, then index these (a search in between
+        finds nothing of the session)."""
+
+        def delete() -> None:
+            with self._db:
+                self._db.execute("BEGIN")
+                for table in ("segments", "windows"):
+                    self._db.execute(
+                        f"DELETE FROM {table} WHERE tenant_id = ? AND sid = ?",  # noqa: S608
+                        (tenant_id, sid),
+                    )
+            self._vocab = None
+
+        await self._call(delete)
+        await self.index_segments(tenant_id, sid, segments, created_at, language)
+        await self.index_windows(tenant_id, sid, windows, created_at, language)
+
     async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:
         parsed = parse_query(query.q)
         match = self._match_expression(parsed, query.fuzzy)

@@ -10,7 +10,7 @@ from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.topics import RESULTS_TOPIC
-from voxwire_client.api import PromptSpec
+from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import Message, SessionStatus, encode_message
 from voxwire_client.topics import new_sid
 
@@ -24,6 +24,7 @@ async def open_session(
     filename: str | None = None,
     sid: str | None = None,
     key: KeyGrant | None = None,
+    redact: RedactMode | None = None,
 ) -> str:
     """Create a queued session of ``tenant`` (``sid``: its id, else a new one),
     opened with ``key`` (recorded), and let the tenant reach its topics (and a
@@ -38,7 +39,8 @@ async def open_session(
             filename=filename,
             prompts=prompts,
             key_id=key.key_id if key else None,
-        )
+        ),
+        redact,
     )
     await access.grant_session(tenant.id, sid, key.key_id if key and key.device else None)
     return sid

@@ -58,7 +58,13 @@ class StreamService:
         update = {"redact": redact, "language": language, "model": model, "task": task}
         request = request.model_copy(update=update)
         sid = await open_session(
-            self._store, self._access, tenant, prompts=request.prompts, sid=sid, key=key
+            self._store,
+            self._access,
+            tenant,
+            prompts=request.prompts,
+            sid=sid,
+            key=key,
+            redact=redact,
         )
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(AUDIO_TOPIC, sid, start.encode())

@@ -237,6 +237,7 @@ class UploadService:
             filename=_display_name(upload.filename),
             sid=sid,
             key=key,
+            redact=redact,
         )
         try:
             decoded = await asyncio.to_thread(

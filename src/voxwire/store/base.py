@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from voxwire.access.keys import KeyGrant, KeyRole, NewKey
 from voxwire.access.owners import SessionOwner
-from voxwire_client.api import MatchData, PromptSpec
-from voxwire_client.messages import Message, SegmentData, SessionStatus
+from voxwire_client.api import MatchData, PromptSpec, RedactMode
+from voxwire_client.messages import Message, SegmentData, SessionStatus, TranscriptMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +48,27 @@ class SessionRecord:
     key_id: str | None = None
     """The API key that opened the session (None: a session token, or made before
     keys were recorded); a device key reaches only the sessions it opened."""
+    version: int = 1
+    """The latest transcript version asked for (2 and up: re-transcriptions)."""
 
     @property
     def owner(self) -> SessionOwner:
         return SessionOwner(self.tenant_id, self.key_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Reopened:
+    """A session reopened for its next transcript version, and the redaction it
+    was opened with (None: opened before redaction was recorded)."""
+
+    session: SessionRecord
+    redact: RedactMode | None
+
+
+def by_version(transcripts: Iterable[TranscriptMessage]) -> list[TranscriptMessage]:
+    """The last ``transcript`` of each version, in version order (given in seq order)."""
+    latest = {t.version: t for t in transcripts}
+    return [latest[v] for v in sorted(latest)]
 
 
 class Store(Protocol):
@@ -77,7 +95,12 @@ class Store(Protocol):
         ...
 
     # sessions
-    async def create_session(self, session: SessionRecord) -> None: ...
+    async def create_session(
+        self, session: SessionRecord, redact: RedactMode | None = None
+    ) -> None:
+        """Record a new session, opened with ``redact`` (kept for its re-transcriptions)."""
+        ...
+
     async def get_session(self, sid: str) -> SessionRecord | None: ...
     async def session_owner(self, sid: str) -> SessionOwner | None:
         """The tenant and key owning session ``sid`` (for the brokers' topic checks)."""
@@ -102,5 +125,17 @@ class Store(Protocol):
     async def messages_after(self, sid: str, after: int, limit: int = 1000) -> list[Message]: ...
     async def segments(self, sid: str) -> list[SegmentData]: ...
     async def matches(self, sid: str) -> list[MatchData]: ...
+
+    # transcript versions (re-transcription)
+    async def reopen_session(self, sid: str) -> Reopened | None:
+        """Queue session ``sid`` for its next transcript version: a finished
+        (completed or failed) session becomes ``queued`` with ``version`` one more,
+        atomically; None when it is not finished (or unknown)."""
+        ...
+
+    async def transcript_versions(self, sid: str) -> list[TranscriptMessage]:
+        """The ``transcript`` message of each version published, by version (the
+        last one of a version, should it have been published twice)."""
+        ...
 
     async def close(self) -> None: ...

@@ -40,15 +40,16 @@ from voxwire.access import keys as auth
 from voxwire.access.keys import KeyGrant, KeyRole, NewKey
 from voxwire.access.owners import SessionOwner
 from voxwire.core.errors import StoreError
-from voxwire.store.base import ApiKeyInfo, SessionRecord, Tenant
+from voxwire.store.base import ApiKeyInfo, Reopened, SessionRecord, Tenant, by_version
 from voxwire.store.postgres_migrations import migrate
 from voxwire.store.postgres_writes import Conn, record, record_new
-from voxwire_client.api import MatchData, PromptSpec
+from voxwire_client.api import MatchData, PromptSpec, RedactMode
 from voxwire_client.messages import (
     MESSAGE_ADAPTER,
     Message,
     SegmentData,
     SessionStatus,
+    TranscriptMessage,
 )
 
 log = logging.getLogger(__name__)
@@ -253,10 +254,12 @@ class PostgresStore:
 
     # -- sessions -----------------------------------------------------------
 
-    async def create_session(self, session: SessionRecord) -> None:
+    async def create_session(
+        self, session: SessionRecord, redact: RedactMode | None = None
+    ) -> None:
         await self._run(
             "INSERT INTO sessions (sid, tenant_id, status, created_at, filename, duration_ms, "
-            "prompts, key_id) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)",
+            "prompts, key_id, redact) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)",
             (
                 session.sid,
                 session.tenant_id,
@@ -266,6 +269,7 @@ class PostgresStore:
                 session.duration_ms,
                 _PROMPTS.dump_json(session.prompts).decode(),
                 session.key_id,
+                redact.value if redact else None,
             ),
         )
 
@@ -357,6 +361,28 @@ class PostgresStore:
         )
         return [MatchData.model_validate_json(r["payload"]) for r in rows]
 
+    async def reopen_session(self, sid: str) -> Reopened | None:
+        row = await self._one(
+            "WITH s AS (UPDATE sessions SET status = 'queued', percent = 0, "
+            "version = version + 1, error_code = NULL, error_message = NULL "
+            "WHERE sid = %s AND status IN ('completed', 'failed') RETURNING *) "
+            "SELECT s.*, COALESCE(t.text, '') AS text FROM s "
+            "LEFT JOIN transcripts t ON t.sid = s.sid",
+            (sid,),
+        )
+        if row is None:
+            return None
+        redact = row["redact"]
+        return Reopened(_session(row), RedactMode(redact) if redact else None)
+
+    async def transcript_versions(self, sid: str) -> list[TranscriptMessage]:
+        rows = await self._all(
+            "SELECT payload::text AS payload FROM messages "
+            "WHERE sid = %s AND type = 'transcript' ORDER BY seq",
+            (sid,),
+        )
+        return by_version(TranscriptMessage.model_validate_json(r["payload"]) for r in rows)
+
     async def close(self) -> None:
         await self._pool.close()
 
@@ -381,6 +407,7 @@ def _session(row: DictRow) -> SessionRecord:
         error_code=row["error_code"],
         error_message=row["error_message"],
         key_id=row["key_id"],
+        version=row["version"],
     )
 
 

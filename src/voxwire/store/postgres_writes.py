@@ -60,6 +60,7 @@ _UPSERT_SEGMENTS = (
     "SELECT * FROM unnest(%b::text[], %b::int[], %b::text[]::jsonb[]) "
     "ON CONFLICT (sid, idx) DO UPDATE SET payload = excluded.payload"
 )
+_DELETE_SEGMENTS = "DELETE FROM segments WHERE sid = ANY(%b::text[])"
 _UPSERT_MATCHES = (
     "INSERT INTO matches (sid, seq, payload) "
     "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[]::jsonb[]) "
@@ -140,6 +141,7 @@ class BatchFold:
         self.segments: dict[tuple[str, int], str] = {}
         self.matches: dict[tuple[str, int], str] = {}
         self.transcripts: dict[str, tuple[str, str]] = {}
+        self.replaced: set[str] = set()  # sessions whose segments a new version replaces
 
     def add(self, message: Message) -> None:
         sid = message.sid
@@ -153,6 +155,8 @@ class BatchFold:
             else:
                 change.min_duration_ms = max(change.min_duration_ms or 0, message.duration_ms)
         elif isinstance(message, SegmentMessage) and message.type == "final":
+            if message.version > 1:  # a re-transcription's: current once its transcript is
+                return
             segment = message.segment
             self.segments[(sid, segment.index)] = segment.model_dump_json()
         elif isinstance(message, MatchMessage):
@@ -161,6 +165,12 @@ class BatchFold:
         elif isinstance(message, TranscriptMessage):
             segments = _SEGMENT_TUPLE.dump_json(message.segments).decode()
             self.transcripts[sid] = (segments, message.text)
+            if message.version > 1:  # a re-transcription: its segments become the current ones
+                self.replaced.add(sid)
+                for key in [k for k in self.segments if k[0] == sid]:
+                    del self.segments[key]
+                for one in message.segments:
+                    self.segments[(sid, one.index)] = one.model_dump_json()
             change.has_language, change.language = True, message.language
             change.duration_ms, change.min_duration_ms = message.duration_ms, None
         elif isinstance(message, ErrorMessage) and message.fatal:
@@ -178,6 +188,8 @@ class BatchFold:
                 ),
             )
         ]
+        if self.replaced:
+            out.append((_DELETE_SEGMENTS, (sorted(self.replaced),)))
         for statement, table in (
             (_UPSERT_SEGMENTS, self.segments),
             (_UPSERT_MATCHES, self.matches),

@@ -25,8 +25,8 @@ from pydantic import TypeAdapter
 from voxwire.access import keys as auth
 from voxwire.access.keys import KeyGrant, KeyRole, NewKey
 from voxwire.access.owners import SessionOwner
-from voxwire.store.base import ApiKeyInfo, SessionRecord, Tenant
-from voxwire_client.api import MatchData, PromptSpec
+from voxwire.store.base import ApiKeyInfo, Reopened, SessionRecord, Tenant, by_version
+from voxwire_client.api import MatchData, PromptSpec, RedactMode
 from voxwire_client.messages import (
     MESSAGE_ADAPTER,
     ErrorMessage,
@@ -71,6 +71,8 @@ CREATE TABLE IF NOT EXISTS matches (
 ADDED_COLUMNS = (
     ("api_keys", "role", "TEXT NOT NULL DEFAULT 'tenant'"),
     ("sessions", "key_id", "TEXT"),
+    ("sessions", "version", "INTEGER NOT NULL DEFAULT 1"),
+    ("sessions", "redact", "TEXT"),
 )
 """Columns added after the first schema: (table, column, definition)."""
 
@@ -218,10 +220,12 @@ class SqliteStore:
 
     # -- sessions -----------------------------------------------------------
 
-    async def create_session(self, session: SessionRecord) -> None:
+    async def create_session(
+        self, session: SessionRecord, redact: RedactMode | None = None
+    ) -> None:
         self._run(
             "INSERT INTO sessions (sid, tenant_id, status, created_at, filename, duration_ms, "
-            "prompts, key_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "prompts, key_id, redact) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session.sid,
                 session.tenant_id,
@@ -231,6 +235,7 @@ class SqliteStore:
                 session.duration_ms,
                 _PROMPTS.dump_json(session.prompts).decode(),
                 session.key_id,
+                redact.value if redact else None,
             ),
         )
 
@@ -300,6 +305,26 @@ class SqliteStore:
         rows = self._all("SELECT payload FROM matches WHERE sid = ? ORDER BY seq", (sid,))
         return [MatchData.model_validate_json(r["payload"]) for r in rows]
 
+    async def reopen_session(self, sid: str) -> Reopened | None:
+        rows = self._all(
+            "UPDATE sessions SET status = 'queued', percent = 0, version = version + 1, "
+            "error_code = NULL, error_message = NULL "
+            "WHERE sid = ? AND status IN ('completed', 'failed') RETURNING *",
+            (sid,),
+        )
+        if not rows:
+            return None
+        redact = rows[0]["redact"]
+        return Reopened(_session(rows[0]), RedactMode(redact) if redact else None)
+
+    async def transcript_versions(self, sid: str) -> list[TranscriptMessage]:
+        rows = self._all(
+            "SELECT payload FROM messages WHERE sid = ? "
+            "AND json_extract(payload, '$.type') = 'transcript' ORDER BY seq",
+            (sid,),
+        )
+        return by_version(TranscriptMessage.model_validate_json(r["payload"]) for r in rows)
+
     async def ping(self) -> None:
         """Whether the database file answers a query (readiness)."""
         await asyncio.get_running_loop().run_in_executor(self._lookups, self._one, "SELECT 1")
@@ -320,6 +345,8 @@ def _apply(db: sqlite3.Connection, message: Message) -> None:
             (message.status.value, message.percent, message.duration_ms, sid),
         )
     elif isinstance(message, SegmentMessage) and message.type == "final":
+        if message.version > 1:  # a re-transcription's: current once its transcript is
+            return
         db.execute(
             "INSERT OR REPLACE INTO segments VALUES (?, ?, ?)",
             (sid, message.segment.index, message.segment.model_dump_json()),
@@ -331,6 +358,12 @@ def _apply(db: sqlite3.Connection, message: Message) -> None:
             (sid, message.seq, data.model_dump_json()),
         )
     elif isinstance(message, TranscriptMessage):
+        if message.version > 1:  # a re-transcription: its segments become the current ones
+            db.execute("DELETE FROM segments WHERE sid = ?", (sid,))
+            db.executemany(
+                "INSERT INTO segments VALUES (?, ?, ?)",
+                [(sid, s.index, s.model_dump_json()) for s in message.segments],
+            )
         db.execute(
             "UPDATE sessions SET text = ?, language = ?, duration_ms = ? WHERE sid = ?",
             (message.text, message.language, message.duration_ms, sid),
@@ -364,6 +397,7 @@ def _session(row: sqlite3.Row) -> SessionRecord:
         error_code=row["error_code"],
         error_message=row["error_message"],
         key_id=row["key_id"],
+        version=row["version"],
     )
 
 

@@ -5,6 +5,7 @@
 topic                      record                             written by
 =========================  =================================  ===========================
 ``transcription.jobs``     :class:`FileJob`                   gateway (an upload)
+``transcription.rejobs``   :class:`FileJob` (``version`` > 1)  gateway (a re-transcription)
 ``transcription.audio``    :class:`StreamStart`               gateway (``POST /v1/streams``)
                            :class:`PromptUpdate`              gateway (``POST .../prompts``)
                            :class:`ClientPublish`             bridge ingest (``audio/<sid>/...``)
@@ -75,6 +76,9 @@ class FileJob(_Record):
     task: TaskField = Task.TRANSCRIBE
     first_seq: int = Field(
         default=FIRST_WORKER_SEQ, ge=1, description="seq of the job's first message"
+    )
+    version: int = Field(
+        default=1, ge=1, description="the transcript version it makes (2 and up: again)"
     )
 
 

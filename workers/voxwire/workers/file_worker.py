@@ -11,6 +11,11 @@ run again on the same engine, after a pause that doubles up to
 ``_RETRY_MAX_S``, until the bus takes them all: positions are committed in
 order, so a job left behind would hold back every later job of its partition.
 
+Re-transcriptions (``transcription.rejobs``, a group of their own) run only
+when the worker is quiet, and give way as soon as it is not
+(:mod:`voxwire.workers.lanes`): an upload arrives or is in flight, or a live
+stream is open in the process (``busy``).
+
 Stopping (cancelled: SIGTERM): the worker takes no new job, lets the jobs in
 flight finish and commit for up to ``drain_s``, then aborts those still
 running and hands them back (not committed, so the group delivers them again,
@@ -24,14 +29,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 from pydantic import ValidationError
 
 from voxwire.blobs import BlobStore
-from voxwire.bus import Bus, Record, Subscription
+from voxwire.bus import Bus, Record
 from voxwire.core.audio import Audio, pcm16le_to_float32
 from voxwire.core.errors import BusError, VoxwireError
 from voxwire.core.metrics import (
@@ -42,9 +47,10 @@ from voxwire.core.metrics import (
     REALTIME_FACTOR,
 )
 from voxwire.wire.records import FileJob
-from voxwire.wire.topics import JOBS_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
+from voxwire.wire.topics import JOBS_TOPIC, REJOBS_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
 from voxwire.workers.engine import Engine, EngineOptions, TranscriptionAborted
+from voxwire.workers.lanes import JobLanes
 from voxwire.workers.pipeline import run_file_job
 from voxwire.workers.transcript import error_message
 from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode_message
@@ -52,6 +58,8 @@ from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode
 log = logging.getLogger(__name__)
 
 WORKER_GROUP = "voxwire-workers"
+REJOBS_SUFFIX = "-rejobs"
+"""The re-transcriptions' group is the workers' group and this."""
 DRAIN_S = 20.0
 """How long a stopping worker lets its jobs in flight finish by default (the
 ``drain_s`` setting; Kubernetes gives a pod 30 s between SIGTERM and SIGKILL
@@ -77,7 +85,10 @@ class FileWorker:
         *,
         group: str = WORKER_GROUP,
         drain_s: float = DRAIN_S,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
+        """``busy``: whether live work runs in this process (open live streams):
+        re-transcriptions wait while it does."""
         if not engines:
             raise ValueError("a worker needs at least one engine instance")
         self._bus = bus
@@ -92,25 +103,35 @@ class FileWorker:
         self._tasks: set[asyncio.Task[None]] = set()
         # One thread per engine instance, apart from the default executor.
         self._pool = ThreadPoolExecutor(max_workers=len(engines), thread_name_prefix="engine")
+        self._busy = busy
+        self._uploads_running = 0
         self.jobs_done = 0
+
+    def _quiet(self) -> bool:
+        """No upload in flight and no live work: a re-transcription may run."""
+        return self._uploads_running == 0 and not self._busy()
 
     async def run(self) -> None:
         """Consume jobs until cancelled; then drain (see the module doc)."""
-        subscription = self._bus.subscribe(JOBS_TOPIC, self._group)
+        lanes = JobLanes(
+            self._bus.subscribe(JOBS_TOPIC, self._group),
+            self._bus.subscribe(REJOBS_TOPIC, self._group + REJOBS_SUFFIX),
+        )
         try:
             while True:
                 engine = await self._idle.get()
                 try:
-                    record = await subscription.next()
+                    record, again = await lanes.next(self._quiet)
                 except BaseException:
                     self._idle.put_nowait(engine)
                     raise
-                task = asyncio.create_task(self._handle(record, engine, subscription))
+                self._uploads_running += 0 if again else 1
+                task = asyncio.create_task(self._handle(record, engine, lanes, again=again))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         finally:
             await self._drain()
-            await subscription.close()
+            await lanes.close()
             log.info("%s: stopped (%d jobs done)", self._group, self.jobs_done)
             self._pool.shutdown(wait=False)
 
@@ -129,7 +150,15 @@ class FileWorker:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
 
-    async def _handle(self, record: Record, engine: Engine, subscription: Subscription) -> None:
+    async def _handle(
+        self, record: Record, engine: Engine, lanes: JobLanes, *, again: bool
+    ) -> None:
+        """Run one job; an upload's was counted in ``_uploads_running`` when taken."""
+        subscription = lanes.rejobs if again else lanes.uploads
+
+        def abort() -> bool:
+            return self._aborting or (again and lanes.must_yield(self._quiet))
+
         started = time.perf_counter()
         waited = None if record.timestamp is None else max(0.0, time.time() - record.timestamp)
         if waited is not None:
@@ -139,10 +168,11 @@ class FileWorker:
         JOBS_IN_FLIGHT.inc()
         try:
             try:
-                duration_ms = await self._process_until_delivered(record, engine)
+                duration_ms = await self._process_until_delivered(record, engine, abort)
             finally:  # the next job need not wait for this one's commit
                 self._idle.put_nowait(engine)
                 JOBS_IN_FLIGHT.dec()
+                self._uploads_running -= 0 if again else 1
             took = time.perf_counter() - started
             log.info("job %s done in %.2f s", record.key, took)
             JOB_SECONDS.observe(took)
@@ -152,6 +182,11 @@ class FileWorker:
             self.jobs_done += 1
             JOBS.labels(outcome="done").inc()
         except TranscriptionAborted:
+            if again and not self._aborting:
+                log.info("re-transcription %s gave way to other work; it runs again", record.key)
+                lanes.again(record)
+                JOBS.labels(outcome="yielded").inc()
+                return
             log.info("job %s aborted: the worker is stopping; handed back", record.key)
             JOBS.labels(outcome="handed_back").inc()
         except BusError as exc:  # the commit: e.g. a rebalance moved the partition meanwhile
@@ -161,13 +196,15 @@ class FileWorker:
             log.exception("job %s failed unexpectedly", record.key)
             JOBS.labels(outcome="failed").inc()
 
-    async def _process_until_delivered(self, record: Record, engine: Engine) -> int:
+    async def _process_until_delivered(
+        self, record: Record, engine: Engine, abort: Callable[[], bool]
+    ) -> int:
         """:meth:`_process`, again while the bus refuses the job's messages (each run
         emits them all, with the same seqs); a stopping worker hands the job back."""
         pause = _RETRY_S
         while True:
             try:
-                return await self._process(record, engine)
+                return await self._process(record, engine, abort)
             except BusError as exc:
                 if self._aborting:
                     raise TranscriptionAborted("the worker is stopping") from exc
@@ -185,7 +222,7 @@ class FileWorker:
         """The engines' ``abort``: True once a stopping worker gave up waiting."""
         return self._aborting
 
-    async def _process(self, record: Record, engine: Engine) -> int:
+    async def _process(self, record: Record, engine: Engine, abort: Callable[[], bool]) -> int:
         """Run the job; its audio's duration in ms (0: nothing was transcribed)."""
         try:
             job = FileJob.model_validate_json(record.value)
@@ -209,7 +246,8 @@ class FileWorker:
             # loop and return at once (the engine must not wait on the bus). The
             # loop runs the produce calls in the order they were handed over.
             send(RESULTS_TOPIC, message.sid, encode_message(message))
-            if isinstance(message, SegmentMessage) and message.type == "final":
+            if isinstance(message, SegmentMessage) and message.type == "final" and job.version == 1:
+                # a new version's windows: the indexer makes them from its transcript
                 finals.append(message.segment)
                 for window in windows_after(finals, message.sid):
                     send(WINDOWS_TOPIC, message.sid, window.encode())
@@ -218,13 +256,12 @@ class FileWorker:
         try:
             audio = await asyncio.to_thread(load_pcm, self._blobs, job.audio_key)
         except VoxwireError as exc:
-            await self._bus.produce(
-                RESULTS_TOPIC, job.sid, encode_message(error_message(job.sid, job.first_seq, exc))
-            )
+            failed = error_message(job.sid, job.first_seq, exc, version=job.version)
+            await self._bus.produce(RESULTS_TOPIC, job.sid, encode_message(failed))
             return 0
         try:
             await loop.run_in_executor(
-                self._pool, run_file_job, job, audio, engine, options, emit, self._stopping
+                self._pool, run_file_job, job, audio, engine, options, emit, abort
             )
         finally:  # the job counts as done only once the bus has every message
             await asyncio.gather(*(asyncio.wrap_future(f) for f in producing))

@@ -85,6 +85,7 @@ def run_file_job(
         prompts=job.prompts,
         first_seq=job.first_seq,
         task=job.task,
+        version=job.version,
     )
     emit(builder.file_progress(SessionStatus.TRANSCRIBING, 0, job.duration_ms))
 

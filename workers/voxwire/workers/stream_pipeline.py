@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from voxwire.core.codecs import chunk_decoder
+from voxwire.core.codecs import ChunkDecoder, chunk_decoder
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.core.matching import Prompt
 from voxwire.core.metrics import STREAM_FINALS, STREAM_PARTIALS
@@ -132,6 +132,7 @@ class StreamSession:
         first_seq: int = FIRST_WORKER_SEQ,
         resume: Resume | None = None,
         on_queued: Callable[[str, int], None] | None = None,
+        keep_audio: Callable[[ChunkDecoder, int], ChunkDecoder] | None = None,
     ) -> None:
         """Raises ``InvalidSessionIdError`` (a ``ValueError``) for an unsafe ``sid``
         and :class:`ConfigError` for an unusable prompt.
@@ -140,6 +141,7 @@ class StreamSession:
         before ``resume.chunk`` are ignored as redeliveries, the settled start
         of that chunk is skipped, and seq, segment index and stream time carry on.
         ``on_queued`` is told the sid and the :data:`RANK` of each item queued.
+        ``keep_audio`` wraps the chunk decoder (given its output's first sample): an archive.
         """
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
@@ -161,6 +163,9 @@ class StreamSession:
             task=config.task,
         )
         start = resume or Resume(first_seq)
+        decoder = chunk_decoder(config.codec, config.frame_ms)
+        if keep_audio is not None:  # a resumed stream's first chunk comes whole
+            decoder = keep_audio(decoder, start.stream_sample - start.skip_samples)
         self._intake = StreamIntake(
             self.sid,
             config.endpointing,
@@ -168,7 +173,7 @@ class StreamSession:
             origin_sample=start.stream_sample,
             next_chunk=start.chunk,
             skip_samples=start.skip_samples,
-            decoder=chunk_decoder(config.codec, config.frame_ms),
+            decoder=decoder,
         )
         self._queue = WorkQueue(None if on_queued is None else partial(on_queued, self.sid))
         self._emit_lock = threading.Lock()

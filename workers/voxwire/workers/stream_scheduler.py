@@ -51,6 +51,7 @@ from voxwire.workers.engine import (
     Segment,
     TranscriptionAborted,
 )
+from voxwire.workers.live_archive import AudioParts
 from voxwire.workers.stream_checkpoints import CheckpointError
 from voxwire.workers.stream_intake import FinalWork, LikelyFinalWork, PartialWork
 from voxwire.workers.stream_pipeline import Outcome, StreamSession
@@ -99,6 +100,8 @@ class LiveSession:
     """When the scheduler last began an item of the session."""
     ending: bool = False
     """The end arrived: later records are ignored, the transcript is due."""
+    archive: AudioParts | None = None
+    """The session's audio not written to the archive yet (None: not archived)."""
 
 
 @dataclass

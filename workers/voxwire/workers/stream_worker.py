@@ -47,6 +47,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -58,6 +59,7 @@ from voxwire.wire.records import PromptUpdate, StreamStart, decode_audio_record
 from voxwire.wire.topics import AUDIO_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
 from voxwire.workers.engine import Engine, EngineOptions
+from voxwire.workers.live_archive import AudioParts, LiveArchiver
 from voxwire.workers.stream_checkpoints import Checkpoints, MemoryCheckpoints, StreamCheckpoint
 from voxwire.workers.stream_intake import ChunkOrderError
 from voxwire.workers.stream_pipeline import Resume, StreamSession, stream_config
@@ -71,6 +73,15 @@ log = logging.getLogger(__name__)
 
 STREAM_GROUP = "voxwire-streams"
 _UNKNOWN_KEPT = 10_000  # sids remembered as unknown (forgotten all at once past this)
+
+
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """How this worker opens a session: its engine options, a VAD for each, the archive."""
+
+    options: EngineOptions
+    vad_factory: Callable[[], Vad]
+    archive: LiveArchiver | None
 
 
 class InvalidChunkError(AudioError):
@@ -102,20 +113,22 @@ class StreamWorker:
         max_streams: int = 0,
         threads: Sequence[int] = (),
         cores: int = 0,
+        archive: LiveArchiver | None = None,
     ) -> None:
         """``engines``: each transcribes one session's work at a time, on a thread
         of its own. ``batch_finals``: the finals of this many sessions at most
         in one engine call, where the engine can (1: one at a time).
         ``max_streams``: live streams held at most; a stream that starts past
         it gets a fatal ``too_many_streams`` error (0: no limit). ``threads``
-        (per engine) and ``cores``: see :class:`~voxwire.workers.stream_scheduler.Scheduler`."""
+        (per engine) and ``cores``: see :class:`~voxwire.workers.stream_scheduler.Scheduler`.
+        ``archive``: where the streams' audio is kept (:mod:`voxwire.workers.live_archive`;
+        None: not kept)."""
         self._bus = bus
         self._scheduler = Scheduler(
             engines, now=time.monotonic, batch_finals=batch_finals, threads=threads, cores=cores
         )
-        self._options = options
+        self._opening = _Opening(options, vad_factory, archive)
         self._checkpoints = checkpoints or MemoryCheckpoints()
-        self._vad_factory = vad_factory
         self._group = group
         self._max_streams = max_streams
         self._live: dict[str, LiveSession] = {}  # the open sessions
@@ -128,6 +141,11 @@ class StreamWorker:
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.ignored = 0
+
+    @property
+    def streams(self) -> int:
+        """The live streams open here."""
+        return len(self._live)
 
     @property
     def batches(self) -> list[int]:
@@ -148,6 +166,8 @@ class StreamWorker:
         finally:
             await subscription.close()
             self._pool.shutdown(wait=False)
+            if self._opening.archive is not None:
+                await self._opening.archive.close()
 
     async def _ingest(self, subscription: Subscription) -> None:
         while True:
@@ -197,6 +217,7 @@ class StreamWorker:
                 held_for = await self._control(live, payload, now)
         except VoxwireError as exc:
             self._scheduler.report(live.session, exc)
+        self._archive(live)
         live.ending = live.session.ended  # an end that waited for this chunk came with it
         return self._hold(sid, held_for, record)
 
@@ -269,18 +290,21 @@ class StreamWorker:
     def _open(
         self, start: StreamStart, payload: bytes, resume: Resume | None, partition: int
     ) -> LiveSession:
+        opening = self._opening
+        parts = AudioParts() if opening.archive is not None else None
         session = StreamSession(
             start.sid,
-            self._options,
+            opening.options,
             stream_config(start.request),
             start.request.prompts,
             self._emit,
-            vad=self._vad_factory(),
+            vad=opening.vad_factory(),
             now=time.monotonic,
             resume=resume,
             on_queued=self._scheduler.queued,
+            keep_audio=None if parts is None else parts.decoder,
         )
-        live = self._live[start.sid] = LiveSession(session, payload, partition)
+        live = self._live[start.sid] = LiveSession(session, payload, partition, archive=parts)
         LIVE_STREAMS.set(len(self._live))
         if resume is None:
             log.info("stream %s opened", start.sid)
@@ -394,9 +418,17 @@ class StreamWorker:
             return []
         done = StreamCheckpoint(live.start, live.session.resume_point(), None, done=True)
         await self._checkpoints.save(sid, done)
+        if self._opening.archive is not None and live.archive is not None:
+            self._opening.archive.finish(sid, live.archive.take() + live.archive.flush())
         self._forget(sid)
         self._done.add(sid)
         return [record for _, record in live.held]
+
+    def _archive(self, live: LiveSession) -> None:
+        """Hand the parts of audio that filled up to the archive."""
+        if self._opening.archive is None or live.archive is None:
+            return
+        self._opening.archive.write(live.session.sid, live.archive.take())
 
     def _owns(self, sid: str) -> bool:
         live = self._live.get(sid)

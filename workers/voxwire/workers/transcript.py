@@ -92,10 +92,18 @@ def words_between(words: Words, start_ms: int, end_ms: int) -> Words:
     return tuple(w for w in words if start_ms <= (w.start_ms + w.end_ms) // 2 < end_ms)
 
 
-def error_message(sid: str, seq: int, exc: VoxwireError, *, fatal: bool = True) -> ErrorMessage:
+def error_message(
+    sid: str, seq: int, exc: VoxwireError, *, fatal: bool = True, version: int = 1
+) -> ErrorMessage:
     """``exc`` as the error message ``seq`` of session ``sid``."""
     return ErrorMessage(
-        sid=sid, seq=seq, code=exc.code, message=exc.message, hint=exc.hint, fatal=fatal
+        sid=sid,
+        seq=seq,
+        code=exc.code,
+        message=exc.message,
+        hint=exc.hint,
+        fatal=fatal,
+        version=version,
     )
 
 
@@ -113,10 +121,13 @@ class TranscriptBuilder:
         first_seq: int = FIRST_WORKER_SEQ,
         finals: Iterable[SegmentData] = (),
         task: Task = Task.TRANSCRIBE,
+        version: int = 1,
     ) -> None:
         """``finals`` were committed before (a resumed stream): the numbering
-        goes on after them and the prompts already matched them. Raises
-        :class:`ConfigError` for an unusable prompt."""
+        goes on after them and the prompts already matched them. ``version``:
+        the transcript version every message carries (2 and up: a
+        re-transcription, whose segment ids are ``{sid}-v{version}-{index}``).
+        Raises :class:`ConfigError` for an unusable prompt."""
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
         self.sid = sid
@@ -132,6 +143,7 @@ class TranscriptBuilder:
                 f"unusable prompts: {exc}", hint="fix the session's prompts", sid=sid
             ) from exc
         self.next_seq = first_seq
+        self.version = version
         self.finals: list[SegmentData] = list(finals)
         # what the prompts matched before: their matches were emitted (or are pending)
         self._matcher.replay(
@@ -184,7 +196,12 @@ class TranscriptBuilder:
         data = self._segment(start_ms, end_ms, text)
         return [
             SegmentMessage(
-                sid=self.sid, seq=self._seq(), type="partial", segment=data, latency=latency
+                sid=self.sid,
+                seq=self._seq(),
+                version=self.version,
+                type="partial",
+                segment=data,
+                latency=latency,
             )
         ]
 
@@ -215,7 +232,12 @@ class TranscriptBuilder:
         data = data.model_copy(update={"words": tuple(words)})
         self.finals.append(data)
         final = SegmentMessage(
-            sid=self.sid, seq=self._seq(), type="final", segment=data, latency=latency
+            sid=self.sid,
+            seq=self._seq(),
+            version=self.version,
+            type="final",
+            segment=data,
+            latency=latency,
         )
         hits = self._matcher.on_final(
             data.id, data.text, data.start_ms, data.end_ms, data.words, data.speaker
@@ -235,6 +257,7 @@ class TranscriptBuilder:
         return ProgressMessage(
             sid=self.sid,
             seq=self._seq(),
+            version=self.version,
             status=status,
             percent=100.0 if status is SessionStatus.COMPLETED else 0.0,
             processed_ms=stream_ms,
@@ -256,6 +279,7 @@ class TranscriptBuilder:
         return ProgressMessage(
             sid=self.sid,
             seq=self._seq(),
+            version=self.version,
             status=status,
             percent=round(percent, 1),
             processed_ms=min(processed_ms, duration_ms),
@@ -263,13 +287,14 @@ class TranscriptBuilder:
         )
 
     def error(self, exc: VoxwireError, *, fatal: bool) -> ErrorMessage:
-        return error_message(self.sid, self._seq(), exc, fatal=fatal)
+        return error_message(self.sid, self._seq(), exc, fatal=fatal, version=self.version)
 
     def transcript(self, duration_ms: int) -> TranscriptMessage:
         """The whole transcript: every final so far."""
         return TranscriptMessage(
             sid=self.sid,
             seq=self._seq(),
+            version=self.version,
             text=" ".join(s.text for s in self.finals if s.text).strip(),
             language=self.language,
             language_prob=self.language_prob,
@@ -289,8 +314,9 @@ class TranscriptBuilder:
     ) -> SegmentData:
         """A segment of the next final's index."""
         index = len(self.finals)
+        again = f"v{self.version}-" if self.version > 1 else ""
         return SegmentData(
-            id=f"{self.sid}-{index}",
+            id=f"{self.sid}-{again}{index}",
             index=index,
             start_ms=start_ms,
             end_ms=end_ms,
@@ -303,7 +329,9 @@ class TranscriptBuilder:
         )
 
     def _match(self, hit: Match) -> MatchMessage:
-        return MatchMessage(sid=self.sid, seq=self._seq(), **asdict(hit))  # the same fields
+        return MatchMessage(
+            sid=self.sid, seq=self._seq(), version=self.version, **asdict(hit)
+        )  # the same fields
 
     def _seq(self) -> int:
         seq, self.next_seq = self.next_seq, self.next_seq + 1

@@ -1,6 +1,7 @@
 // The voxwire web app: upload a file, record live, search. Plain modules on
 // top of the browser SDK (./sdk/) and mqtt.js (./vendor/), no framework.
 
+import { fillPickers, sessionOptions } from "./options.js";
 import { VoxwireClient } from "./sdk/index.js";
 
 const KEY_STORAGE = "voxwire.apiKey";
@@ -99,6 +100,7 @@ class SessionView {
     this.matchList = this.root.querySelector(".matches");
     this.segmentList = this.root.querySelector(".segments");
     this.downloads = this.root.querySelector(".downloads");
+    this.heardText = this.root.querySelector(".heard");
     for (const link of this.downloads.querySelectorAll("a")) {
       link.addEventListener("click", (/** @type {MouseEvent} */ event) => this.download(event, link));
     }
@@ -135,6 +137,21 @@ class SessionView {
     }
   }
 
+  /**
+   * Which model transcribed the session and in which language (with how sure
+   * the detection was), as the segments and the transcript say; and which
+   * version of the transcript it is, once it has been transcribed again.
+   * @param {{model?: string | null, language?: string | null, language_prob?: number | null}} said
+   * @param {number} [version]
+   */
+  heard(said, version) {
+    const language = said.language && (said.language_prob != null ? `${said.language} ${Math.round(said.language_prob * 100)}%` : said.language);
+    const text = [said.model, language, version && version > 1 ? `version ${version}` : ""].filter(Boolean).join(" · ");
+    if (!text) return;
+    this.heardText.textContent = text;
+    this.heardText.hidden = false;
+  }
+
   /** @param {string} text */
   status(text) {
     this.statusText.textContent = text;
@@ -157,6 +174,7 @@ class SessionView {
       final: (/** @type {any} */ m) => {
         this.finals += 1;
         this.segment(m.segment, false, m.seq);
+        this.heard(m.segment, m.version);
       },
       match: (/** @type {any} */ m) => this.match(m),
       error: (/** @type {any} */ e) => {
@@ -176,6 +194,7 @@ class SessionView {
         this.progress.value = 100;
         this.status(t.status === "completed" ? `done — ${t.segments.length} segments` : "failed");
         this.root.dataset.done = t.status;
+        this.heard(t, t.version);
         if (t.status === "completed" && this.root.dataset.sid) this.offerDownloads(this.root.dataset.sid);
       },
     };
@@ -261,6 +280,7 @@ class SessionView {
 async function signIn(/** @type {string} */ apiKey) {
   const candidate = new VoxwireClient({ apiKey });
   await candidate.gateway.listSessions(1); // 401 for a wrong key
+  fillPickers((await candidate.gateway.health()).models);
   client = candidate;
   sessionStorage.setItem(KEY_STORAGE, apiKey);
   $("#key-id").textContent = `key ${apiKey.split("_")[1] ?? "…"}`;
@@ -298,6 +318,7 @@ async function upload(/** @type {SubmitEvent} */ event) {
   view.status("uploading…");
   try {
     const { feed } = await client.transcribe(file, {
+      ...sessionOptions("upload"),
       prompts: phrases($("#upload-prompts").value).map((line, i) => promptOf(line, `p${i + 1}`)),
       diarize: $("#upload-diarize").checked,
       redact: $("#upload-redact").value || undefined,
@@ -355,6 +376,7 @@ async function toggleRecording() {
   try {
     const { feed, mic } = await client.streamMicrophone(
       {
+        ...sessionOptions("live"),
         prompts: [...prompts].map(([line, id]) => promptOf(line, id)),
         partial_interval_s: 1,
         diarize: $("#live-diarize").checked,
@@ -452,10 +474,11 @@ async function openSession(sid, startMs, endMs) {
     for (const match of transcript.matches) view.match(match);
     view.progress.value = 100;
     view.status(`${transcript.segments.length} segments`);
+    view.heard({ model: transcript.segments[0]?.model, language: transcript.language }, transcript.version);
     view.offerDownloads(sid);
     view.setAudio(URL.createObjectURL(await client.audio(sid)));
   } catch (error) {
-    if (/** @type {any} */ (error).status !== 404) notify(error); // a live stream keeps no audio
+    if (/** @type {any} */ (error).status !== 404) notify(error); // no audio kept (yet)
   }
   await view.seek(startMs, endMs);
   view.root.scrollIntoView({ behavior: "smooth" });

@@ -1,0 +1,129 @@
+"""Re-transcription: a finished session's stored audio transcribed again, as its
+next transcript version (:mod:`voxwire_client.versions`).
+
+:meth:`RetranscribeService.start` checks the request (a model the platform
+serves, else a 400 that lists them; a language that model speaks), makes sure
+the session's audio is stored (uploads keep it; live streams archive theirs,
+:mod:`voxwire.workers.live_archive`), then reopens the session in the store in
+one step (finished -> ``queued``, ``version`` + 1; a session that is still
+being transcribed is a 409), publishes the ``queued`` progress of the new
+version and puts the job on ``transcription.rejobs``, the low-priority lane.
+
+``seq`` goes on after the session's last message: the ``queued`` progress takes
+``last_seq + 1`` and the job starts at ``last_seq + 2``. Nothing else writes to
+a finished session, and only one re-transcription of a session runs at a time
+(the reopening is atomic), so no two writers share a ``seq``.
+
+The new version keeps the session's redaction (recorded when it was opened; the
+tenant's or platform's default for sessions opened before it was recorded), and
+runs without the session's prompts: the matches stay those of version 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import wave
+
+from voxwire.blobs import BlobStore
+from voxwire.bus import Bus
+from voxwire.core.audio import SAMPLE_RATE
+from voxwire.core.config import Settings
+from voxwire.core.errors import ConflictError, NotFoundError
+from voxwire.sessions.languages import check_language, check_model
+from voxwire.store import SessionRecord, Store
+from voxwire.wire.records import FileJob
+from voxwire.wire.topics import REJOBS_TOPIC, RESULTS_TOPIC
+from voxwire_client.messages import ProgressMessage, SessionStatus, encode_message
+from voxwire_client.versions import RetranscribeAccepted, RetranscribeRequest
+
+AUDIO_BLOB = "audio.pcm"
+"""The session's audio as the engines take it (16 kHz mono PCM16LE): uploads
+and archived live streams alike."""
+_BYTES_PER_MS = 32  # 16 samples of 2 bytes
+
+
+def pcm_to_wav(pcm: bytes) -> bytes:
+    """16 kHz mono PCM16LE as a WAV file."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(SAMPLE_RATE)
+        wav.writeframes(pcm)
+    return out.getvalue()
+
+
+async def archived_wav(blobs: BlobStore, sid: str) -> bytes:
+    """The session's stored audio (:data:`AUDIO_BLOB`) as WAV; NotFoundError when none."""
+    try:
+        pcm = await asyncio.to_thread(blobs.get, blobs.key(sid, AUDIO_BLOB))
+    except NotFoundError:
+        raise NotFoundError(
+            "no audio stored for this session",
+            hint="a live stream's audio is stored once the stream has ended",
+            sid=sid,
+        ) from None
+    return pcm_to_wav(pcm)
+
+
+class RetranscribeService:
+    def __init__(self, settings: Settings, store: Store, bus: Bus, blobs: BlobStore) -> None:
+        self._settings = settings
+        self._store = store
+        self._bus = bus
+        self._blobs = blobs
+
+    async def start(
+        self, session: SessionRecord, tenant_name: str, request: RetranscribeRequest
+    ) -> RetranscribeAccepted:
+        """Queue the next version of ``session`` (see the module doc)."""
+        sid = session.sid
+        model = check_model(request.model, self._settings)
+        spoken = request.language or session.language or self._settings.engine.language
+        language = check_language(spoken, model)
+        stored = await asyncio.to_thread(self._blobs.names, sid, AUDIO_BLOB)
+        if AUDIO_BLOB not in stored:
+            raise NotFoundError(
+                "no stored audio for this session",
+                hint="sessions keep their audio from this version on: uploads, and live "
+                "streams once they have ended",
+                sid=sid,
+            )
+        opened = await self._store.reopen_session(sid)
+        if opened is None:
+            raise ConflictError(
+                f"the session is {session.status.value}: it can be transcribed again "
+                "once it has completed or failed",
+                hint="wait for its transcript (or the re-transcription under way)",
+                sid=sid,
+            )
+        reopened = opened.session
+        redact = opened.redact or self._settings.security.redact_for(tenant_name, None)
+        first_seq = reopened.last_seq + 1
+        duration_ms = stored[AUDIO_BLOB] // _BYTES_PER_MS
+        queued = ProgressMessage(
+            sid=sid,
+            seq=first_seq,
+            version=reopened.version,
+            status=SessionStatus.QUEUED,
+            percent=0,
+            duration_ms=duration_ms,
+        )
+        await self._bus.produce(RESULTS_TOPIC, sid, encode_message(queued))
+        job = FileJob(
+            sid=sid,
+            tenant_id=reopened.tenant_id,
+            audio_key=self._blobs.key(sid, AUDIO_BLOB),
+            duration_ms=duration_ms,
+            language=language,
+            model=model,
+            redact=redact,
+            vocabulary=request.vocabulary,
+            first_seq=first_seq + 1,
+            version=reopened.version,
+        )
+        await self._bus.produce(REJOBS_TOPIC, sid, job.encode())
+        return RetranscribeAccepted(
+            sid=sid, version=reopened.version, model=model, first_seq=first_seq
+        )
