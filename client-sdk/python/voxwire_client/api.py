@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from voxwire_client.messages import Message, SegmentData, SessionStatus, Task, TaskField
+from voxwire_client.options import Vocabulary as Vocabulary
 from voxwire_client.topics import validate_sid
 
 
@@ -194,15 +195,6 @@ OPUS_FRAME_MS = (10, 20, 40, 60, 80, 100, 120)
 
 MAX_SPEAKERS = 20
 """The most speakers a session may ask diarization for."""
-
-Vocabulary = Annotated[
-    tuple[Annotated[str, Field(min_length=1, max_length=64, pattern=r"\S")], ...],
-    Field(
-        max_length=50,
-        description="words the session expects (names, product terms; at most 50 of 64 "
-        "characters): the decoder is prompted with them, so it writes them as given",
-    ),
-]
 
 
 class SpeakerBounds(_Model):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from voxwire.core.errors import ConfigError
 from voxwire.workers.endpointing import EndpointConfig
+from voxwire.workers.engine import EngineOptions
 from voxwire_client.api import AudioCodec, RedactMode, StreamRequest
 from voxwire_client.messages import Task
 
@@ -51,6 +52,12 @@ class StreamConfig:
                 hint="change vad_threshold in the session configuration",
             )
         self.endpointing  # noqa: B018 - validates the other settings
+
+    def engine_options(self, options: EngineOptions) -> EngineOptions:
+        """``options`` with the stream's language, vocabulary and task."""
+        return replace(
+            options, language=self.language, vocabulary=self.vocabulary, task=self.task.value
+        )
 
     @property
     def endpointing(self) -> EndpointConfig:

@@ -1,15 +1,14 @@
 """One live stream between its intake and the engine: a queue of work, and
 the one path that turns the engine's output into the stream's messages.
 
-:class:`StreamSession` joins the stream's :class:`~voxwire.workers.stream_intake.StreamIntake`
-(PCM chunks -> work items) and :class:`~voxwire.workers.transcript.TranscriptBuilder` (text ->
-messages). It never calls the engine: a :class:`~voxwire.workers.stream_scheduler.Scheduler`
-takes its work (:meth:`StreamSession.take`, :meth:`StreamSession.take_final`), runs the engine
-where :meth:`StreamSession.needs_engine` says so, and hands the outcome to
-:meth:`StreamSession.commit`, which hands the messages to ``emit`` (a worker's ``emit`` saves a
-checkpoint and waits for the bus). It reads no clock of its own: arrival times come with the
-audio, and the ``now`` callable the caller injects (on the same clock, in seconds, e.g.
-``time.monotonic``) times the queue.
+:class:`StreamSession` joins the stream's :class:`~voxwire.workers.stream_intake.StreamIntake` (PCM
+chunks -> work items) and :class:`~voxwire.workers.transcript.TranscriptBuilder` (text ->
+messages). It never calls the engine: a :class:`~voxwire.workers.stream_scheduler.Scheduler` takes
+its work (:meth:`StreamSession.take`, :meth:`StreamSession.take_final`), runs the engine where
+:meth:`StreamSession.needs_engine` says so, and hands the outcome to :meth:`StreamSession.commit`,
+which hands the messages to ``emit`` (a worker's ``emit`` saves a checkpoint and waits for the
+bus). It reads no clock of its own: arrival times come with the audio, and the ``now`` callable the
+caller injects (on the same clock, in seconds, e.g. ``time.monotonic``) times the queue.
 
 What each item becomes:
 
@@ -146,8 +145,7 @@ class StreamSession:
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
         self.sid = validate_sid(sid)
-        language, vocabulary, task = config.language, config.vocabulary, config.task.value
-        self.options = replace(options, language=language, vocabulary=vocabulary, task=task)
+        self.options = config.engine_options(options)
         self._emit, self._now = emit, now
         self._prompts_changed = resume is not None and resume.prompts is not None
         if resume is not None and resume.prompts is not None:
