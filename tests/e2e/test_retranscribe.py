@@ -24,7 +24,7 @@ import pytest
 from tests.helpers import EVAL_DIR, PlatformThread, pcm16
 from voxwire.cli.retranscribe import due
 from voxwire.core.audio import decode
-from voxwire_client import ApiError, Client, StreamRequest, TranscriptMessage, pcm_chunks
+from voxwire_client import ApiError, Client, StreamRequest, Task, TranscriptMessage, pcm_chunks
 from voxwire_client.api import SessionInfo
 
 pytestmark = pytest.mark.timeout(600)
@@ -72,6 +72,9 @@ def test_an_upload_and_a_live_stream_are_transcribed_again(platform: PlatformThr
         assert unserved.value.status == 400 and platform.settings.engine.model in (
             unserved.value.hint or ""
         )
+        with pytest.raises(ApiError) as english_only:
+            client.retranscribe(upload.sid, task=Task.TRANSLATE)
+        assert english_only.value.status == 400 and "cannot translate" in english_only.value.message
 
         for first in (upload, live):
             # tiny.en writes "comfy eye" without the vocabulary, whisper.cpp "comfyu eye"

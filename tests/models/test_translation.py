@@ -211,6 +211,9 @@ def test_the_platform_translates_uploads_streams_and_the_cli(
             live = client.stream(
                 pcm_chunks(pcm), StreamRequest(language="auto", task=Task.TRANSLATE), speed=4
             )
+            # transcribed again in the language spoken: version 2, in Spanish
+            client.wait_version(client.retranscribe(result.sid, task=Task.TRANSCRIBE))
+            spoken_again = client.transcript(result.sid)
         env = {
             **os.environ,
             "VOXWIRE_URL": platform.url,
@@ -234,6 +237,8 @@ def test_the_platform_translates_uploads_streams_and_the_cli(
     }
     assert is_english(result.text) and looked_for_are_there(spanish, result.text), result.text
     assert stored.task is Task.TRANSLATE and stored.text == result.text
+    assert (spoken_again.version, spoken_again.task) == (2, Task.TRANSCRIBE), spoken_again
+    assert not is_english(spoken_again.text) and "restaurante" in spoken_again.text.lower()
     assert (live.task, live.language) == (Task.TRANSLATE, "es"), live
     assert is_english(live.text) and looked_for_are_there(spanish, live.text), live.text
     assert cli.returncode == 0, cli.stderr

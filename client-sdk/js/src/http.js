@@ -237,7 +237,8 @@ export class Gateway {
    * Transcribe a finished session's stored audio again, as its next version; its
    * messages carry that `version`, from `first_seq` on.
    * @param {string} sid
-   * @param {{model?: string, language?: string, vocabulary?: string[]}} [options]
+   * `task` "translate" makes the new version's text English (a multilingual model).
+   * @param {{model?: string, language?: string, vocabulary?: string[], task?: "transcribe" | "translate"}} [options]
    * @returns {Promise<{sid: string, version: number, model: string, first_seq: number}>}
    */
   retranscribe(sid, options = {}) {

@@ -88,9 +88,12 @@ class Client:
         model: str | None = None,
         language: str | None = None,
         vocabulary: Sequence[str] = (),
+        task: Task | None = None,
     ) -> RetranscribeAccepted:
         """Queue the next transcript version of ``sid``; :meth:`wait_version` waits for it."""
-        again = self._async.retranscribe(sid, model=model, language=language, vocabulary=vocabulary)
+        again = self._async.retranscribe(
+            sid, model=model, language=language, vocabulary=vocabulary, task=task
+        )
         return self._loop.run_until_complete(again)
 
     def wait_version(self, accepted: RetranscribeAccepted) -> list[Message]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from voxwire_client.api import Vocabulary
+from voxwire_client.messages import Task
 
 
 class RetranscribeRequest(BaseModel):
@@ -26,6 +27,10 @@ class RetranscribeRequest(BaseModel):
         description="a language code or 'auto'; None: the session's (else the platform's)",
     )
     vocabulary: Vocabulary = ()
+    task: Task | None = Field(
+        default=None,
+        description="transcribe, or translate into English (a multilingual model); None: the first",
+    )
 
 
 class RetranscribeAccepted(BaseModel):

@@ -11,7 +11,7 @@ import httpx
 from pydantic import TypeAdapter
 
 from voxwire_client.api import SessionInfo, TranscriptResponse
-from voxwire_client.messages import Message
+from voxwire_client.messages import Message, Task
 from voxwire_client.topics import validate_sid
 from voxwire_client.versions import RetranscribeAccepted, RetranscribeRequest
 
@@ -37,10 +37,14 @@ class VersionsMixin:
         model: str | None = None,
         language: str | None = None,
         vocabulary: Sequence[str] = (),
+        task: Task | None = None,
     ) -> RetranscribeAccepted:
         """Transcribe a finished session's stored audio again, as its next version
-        (``model``: one the platform serves). Follow it with :meth:`version_events`."""
-        request = RetranscribeRequest(model=model, language=language, vocabulary=tuple(vocabulary))
+        (``model``: one the platform serves; ``task`` translate: in English).
+        Follow it with :meth:`version_events`."""
+        request = RetranscribeRequest(
+            model=model, language=language, vocabulary=tuple(vocabulary), task=task
+        )
         response = await self._request(
             "POST",
             f"/v1/sessions/{validate_sid(sid)}/retranscribe",

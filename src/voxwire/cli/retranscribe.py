@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from voxwire.cli.common import VocabularyOption, err_console, fail
+from voxwire.cli.common import TranslateOption, VocabularyOption, err_console, fail, task_of
 from voxwire_client import AsyncClient, ClientError, ErrorMessage, ProgressMessage
 from voxwire_client.api import SessionInfo
 from voxwire_client.errors import ApiError
@@ -48,6 +48,7 @@ def retranscribe(
         str | None, typer.Option(help="a language code, or auto [the platform's]")
     ] = None,
     vocabulary: VocabularyOption = None,
+    translate: TranslateOption = False,
     again: Annotated[
         bool, typer.Option("--again", help="with --since: also sessions transcribed again before")
     ] = False,
@@ -64,7 +65,12 @@ def retranscribe(
             "give session ids or --since DATE, not both",
             "e.g. voxwire retranscribe --since 2026-01-31",
         )
-    chosen = RetranscribeRequest(model=model, language=language, vocabulary=tuple(vocabulary or ()))
+    chosen = RetranscribeRequest(
+        model=model,
+        language=language,
+        vocabulary=tuple(vocabulary or ()),
+        task=task_of(translate) if translate else None,
+    )
     try:
         failed = asyncio.run(
             _run(sids or [], since, chosen, again=again, wait=wait, urls=(url, api_key, mqtt_url))
@@ -130,7 +136,11 @@ async def _one(
     """Transcribe one session again; False when that failed."""
     try:
         accepted = await client.retranscribe(
-            sid, model=chosen.model, language=chosen.language, vocabulary=chosen.vocabulary
+            sid,
+            model=chosen.model,
+            language=chosen.language,
+            vocabulary=chosen.vocabulary,
+            task=chosen.task,
         )
     except ApiError as exc:
         skipped = exc.status in (404, 409)  # no audio, or busy: nothing to do now

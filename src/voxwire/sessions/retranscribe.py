@@ -30,7 +30,7 @@ from voxwire.bus import Bus
 from voxwire.core.audio import SAMPLE_RATE
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError, NotFoundError
-from voxwire.sessions.languages import check_language, check_model
+from voxwire.sessions.languages import check_language, check_model, check_task
 from voxwire.store import SessionRecord, Store
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import REJOBS_TOPIC, RESULTS_TOPIC
@@ -80,6 +80,7 @@ class RetranscribeService:
         """Queue the next version of ``session`` (see the module doc)."""
         sid = session.sid
         model = check_model(request.model, self._settings)
+        task = check_task(request.task, model)
         spoken = request.language or session.language or self._settings.engine.language
         language = check_language(spoken, model)
         stored = await asyncio.to_thread(self._blobs.names, sid, AUDIO_BLOB)
@@ -120,6 +121,7 @@ class RetranscribeService:
             model=model,
             redact=redact,
             vocabulary=request.vocabulary,
+            task=task,
             first_seq=first_seq + 1,
             version=reopened.version,
         )
