@@ -166,7 +166,7 @@ class StreamSession:
             origin_sample=start.stream_sample,
             next_chunk=start.chunk,
             skip_samples=start.skip_samples,
-            decoder=chunk_decoder(config.codec, config.frame_ms),
+            decoder=chunk_decoder(config.codec, config.frame_ms, from_start=start.chunk == 0),
         )
         self._queue = WorkQueue(None if on_queued is None else partial(on_queued, self.sid))
         self._emit_lock = threading.Lock()
