@@ -181,7 +181,7 @@ def report(rows: dict[str, dict], live: dict[str, dict], streams: int) -> None:
             line += f"{r['offline']:10.3f}{(r['offline'] - base['offline']) * 100:+7.1f}pt"
         if label in live:
             x = live[label]
-            line += f"  {'':>{len(str(streams)) + 9}}{x['final_p50_s']:8.2f}s"
+            line += f"  {'':>{len(str(streams)) + 10}}{x['final_p50_s']:8.2f}s"
             line += f"{x['final_p95_s']:6.2f}s{x['missed']:7}"
         print(line)
 

@@ -8,23 +8,25 @@ A stream declares its codec when it starts
     count raises :class:`~voxwire.core.errors.AudioError`.
 ``opus``
     Each chunk is one Opus packet (RFC 6716) of ``frame_ms`` milliseconds, any
-    sample rate the encoder chose, mono: speech is intelligible from about
-    12 kbit/s and transcribes as well as PCM from about 16 kbit/s
-    (``benchmarks/bench_opus.py``). The decoder keeps its state from packet to
-    packet, as Opus requires. A packet that does not decode (empty, damaged,
-    not Opus) is a *bad frame*: it is replaced by ``frame_ms`` of silence, so
-    the times of everything after it stay the device's, and counted
-    (``voxwire_stream_bad_frames_total``). The decoder reports it through
-    :meth:`ChunkDecoder.take_error`, never by raising, so the silence is still
-    used.
+    sample rate the encoder chose, mono. On the eval recordings, whole files
+    coded at 12 to 32 kbit/s transcribe within 0.4 point of WER of PCM; live,
+    where the VAD decides on the decoded audio, 16 kbit/s is 1.7 points behind
+    (``benchmarks/bench_opus.py``, README "Opus on narrow links"). The
+    decoder keeps its state from packet to packet, as Opus requires. A packet
+    that does not decode (empty, damaged, not Opus) is a *bad frame*: it is
+    replaced by ``frame_ms`` of silence, so the times of everything after it
+    stay the device's, and counted (``voxwire_stream_bad_frames_total``). The
+    decoder reports it through :meth:`ChunkDecoder.take_error`, never by
+    raising, so the silence is still used.
 
-    The first :data:`OPUS_LOOKAHEAD_SAMPLES` decoded samples of a stream are dropped: the
-    encoder's look-ahead (RFC 7845's pre-skip; 6.5 ms, what libopus reports for
-    its voip and audio modes), which a stream of bare packets does not carry.
-    Without it every sound comes 6.5 ms late against the VAD's 32 ms frames,
-    and the VAD decided differently from the same audio sent as PCM on 2.7% of
-    the frames of the eval recordings instead of 1.5% at 16 kbit/s, moving
-    segment boundaries (``benchmarks/bench_opus.py``).
+    The first :data:`OPUS_LOOKAHEAD_SAMPLES` decoded samples of a stream are
+    dropped: the encoder's look-ahead (RFC 7845's pre-skip; 6.5 ms, what
+    libopus reports for its voip and audio modes), which a stream of bare
+    packets does not carry. Without it every sound comes 6.5 ms late against
+    the VAD's 32 ms frames: the VAD decided differently from the same audio
+    sent as PCM on 2.7% of the frames of the eval recordings at 16 kbit/s
+    instead of 1.5%, moving segment boundaries, and the live WER was 2.5
+    points behind PCM instead of 1.7.
 
 Decoding uses FFmpeg's Opus decoder through PyAV (the library that decodes
 uploads); :func:`opus_packets` encodes with libopus for the CLI, tests and
