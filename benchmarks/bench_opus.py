@@ -1,28 +1,50 @@
-"""Opus live streams against PCM: WER, bytes on the link, decoding cost.
+"""Opus live streams against PCM: WER, bytes on the link, decoding cost, and the
+final latency of concurrent live streams.
 
-Every recording of ../shared/eval with a reference is played as its own live
-stream through the worker's stream session (Silero VAD, endpointing, the
-real engine), chunk by chunk as a device sends it but without waiting for
-real time: first as PCM16 (the baseline), then as Opus at each bitrate. It
-prints the corpus WER of each, the difference to PCM in points, the kbit/s
-sent and the time to decode the chunks per audio second.
+WER. Recordings of ../shared/eval with a reference are each played as their
+own live stream through the worker's stream session (Silero VAD, endpointing,
+the real engine), chunk by chunk as a device sends them but without waiting
+for real time: first as PCM16 (the baseline), then as Opus at each bitrate.
+Printed per codec: the corpus WER, the difference to PCM in points, the
+kbit/s sent and the time to decode the chunks per audio second. With
+``--offline`` each recording is also transcribed whole by the engine, as PCM
+and after an Opus round trip through the worker's decoder: the codec's own
+damage, without the live segmentation (VAD and endpointing decide on the
+decoded audio, so a live stream's segments, and with them its words, may
+differ from PCM's for reasons other than the codec).
 
-    .venv/bin/python benchmarks/bench_opus.py [--bitrates 12000,16000,24000]
-        [--frame-ms 20] [--application voip] [--engine faster-whisper] [--model tiny.en]
-        [--limit N]
+Latency. Then, per codec, ``--streams`` live streams (4) start together on the
+embedded platform and play in real time over MQTT, with the machinery and the
+clock of ``bench_streams.py``: six eval utterances with 1 s pauses each, the
+final latency from the end of each sentence's speech in the audio (forced
+alignment) to the final's arrival at the stream's subscriber, p50 and p95,
+and sentences with no final (missed).
+
+The default plays the first ``--limit`` (12) recordings for WER, a few minutes on two
+cores; ``--full`` plays all of them (24, 212 s of speech).
+
+    .venv/bin/python benchmarks/bench_opus.py [--full | --limit N]
+        [--bitrates 12000,16000,24000] [--frame-ms 20] [--application voip]
+        [--streams 4] [--offline] [--engine faster-whisper] [--model tiny.en]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers import corpus_wer, eval_with_text  # noqa: E402
+from bench_streams import Run, align, bench, joined, utterances  # noqa: E402
+
+from tests.helpers import corpus_wer, eval_with_text, normalize  # noqa: E402
 from voxwire.core.audio import Audio, decode, float32_to_pcm16le  # noqa: E402
 from voxwire.core.codecs import chunk_decoder, opus_packets  # noqa: E402
 from voxwire.workers.engine import Engine, EngineOptions  # noqa: E402
@@ -34,13 +56,33 @@ from voxwire_client.api import AudioCodec  # noqa: E402
 from voxwire_client.client import pcm_chunks  # noqa: E402
 from voxwire_client.messages import Message, SegmentMessage  # noqa: E402
 
+OPTIONS = EngineOptions(language="en", threads=2)
+
+
+@dataclass(frozen=True)
+class Codec:
+    """One row: what a device sends."""
+
+    label: str
+    codec: AudioCodec
+    bitrate: int = 0
+    """Opus bits per second (0: PCM16)."""
+
+    def chunks(self, samples: Audio, frame_ms: int, application: str) -> tuple[list[bytes], int]:
+        """The chunks of ``samples`` and their duration in ms."""
+        if self.codec is AudioCodec.PCM16:
+            return list(pcm_chunks(float32_to_pcm16le(samples))), 100
+        packets = opus_packets(
+            samples, bitrate=self.bitrate, frame_ms=frame_ms, application=application
+        )
+        return list(packets), frame_ms
+
 
 def stream_text(engine: Engine, chunks: list[bytes], chunk_ms: int, config: StreamConfig) -> str:
     """The finals of one stream of ``chunks``, joined."""
     out: list[Message] = []
-    options = EngineOptions(language="en", threads=2)
     session = StreamSession(
-        "bench", options, config, (), out.append, vad=SileroVad(), now=time.monotonic
+        "bench", OPTIONS, config, (), out.append, vad=SileroVad(), now=time.monotonic
     )
     scheduler = Scheduler(engine)
     for n, chunk in enumerate(chunks):
@@ -55,12 +97,28 @@ def stream_text(engine: Engine, chunks: list[bytes], chunk_ms: int, config: Stre
     return " ".join(m.segment.text for m in finals)
 
 
-def decode_seconds(chunks: list[bytes], codec: AudioCodec, frame_ms: int) -> float:
+def decoded(chunks: list[bytes], codec: AudioCodec, frame_ms: int) -> tuple[Audio, float]:
+    """What the worker's decoder makes of ``chunks``, and the seconds it took."""
     decoder = chunk_decoder(codec, frame_ms)
     started = time.perf_counter()
-    for chunk in chunks:
-        decoder.decode(chunk)
-    return time.perf_counter() - started
+    pieces = [decoder.decode(chunk) for chunk in chunks]
+    return np.concatenate(pieces), time.perf_counter() - started
+
+
+def offline_text(engine: Engine, samples: Audio) -> str:
+    return " ".join(s.text for s in engine.transcribe(samples, OPTIONS))
+
+
+def latencies(codecs: list[Codec], streams: int, frame_ms: int) -> dict[str, dict]:
+    """Per codec: ``streams`` real-time streams started together (bench_streams)."""
+    audio, refs = utterances()
+    run = Run(joined(audio), refs, align(audio), seed=7)
+    out = {}
+    for c in codecs:
+        config = "faster-whisper" + (f"/opus{c.bitrate}" if c.bitrate else "")
+        rows = asyncio.run(bench([streams], ["together"], config, run, frame_ms=frame_ms))
+        out[c.label] = rows[0]
+    return out
 
 
 def main() -> None:
@@ -70,40 +128,62 @@ def main() -> None:
     parser.add_argument("--application", default="voip", help="libopus mode: voip or audio")
     parser.add_argument("--engine", default="faster-whisper")
     parser.add_argument("--model", default="tiny.en")
-    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=12, help="recordings played for WER")
+    parser.add_argument("--full", action="store_true", help="every recording with a reference")
+    parser.add_argument("--offline", action="store_true", help="also WER of whole files")
+    parser.add_argument("--streams", type=int, default=4, help="live streams (0: no latency)")
     args = parser.parse_args()
-    items = eval_with_text()[: args.limit]
+    items = eval_with_text()[: None if args.full else args.limit]
     audios: list[Audio] = [decode(i.path.read_bytes(), max_seconds=600).samples for i in items]
     refs = [i.text or "" for i in items]
     seconds = sum(len(a) for a in audios) / 16_000
+    codecs = [Codec("pcm16", AudioCodec.PCM16)] + [
+        Codec(f"opus {int(b) // 1000}k/{args.frame_ms}ms", AudioCodec.OPUS, int(b))
+        for b in args.bitrates.split(",")
+    ]
     engine = create_engine(args.engine, args.model)
-    print(f"{len(items)} recordings, {seconds:.0f} s of speech, {args.engine} {args.model}")
-    print(f"{'codec':<18} {'kbit/s':>7} {'WER':>7} {'vs PCM':>8} {'decode ms/s':>12}")
-
-    def row(label: str, codec: AudioCodec, streams: list[list[bytes]], chunk_ms: int) -> float:
-        config = StreamConfig(codec=codec, frame_ms=args.frame_ms)
-        hyps = [stream_text(engine, chunks, chunk_ms, config) for chunks in streams]
-        wer = corpus_wer(refs, hyps)
-        sent = sum(len(c) for chunks in streams for c in chunks) * 8 / seconds / 1000
-        cost = sum(decode_seconds(c, codec, args.frame_ms) for c in streams) / seconds * 1000
-        delta = "" if baseline is None else f"{(wer - baseline) * 100:+.1f} pt"
-        print(f"{label:<18} {sent:7.1f} {wer:7.3f} {delta:>8} {cost:12.2f}", flush=True)
-        return wer
-
-    baseline: float | None = None
-    pcm = [list(pcm_chunks(float32_to_pcm16le(a))) for a in audios]
-    baseline = row("pcm16", AudioCodec.PCM16, pcm, 100)
-    for bitrate in (int(b) for b in args.bitrates.split(",")):
-        opus = [
-            list(
-                opus_packets(
-                    a, bitrate=bitrate, frame_ms=args.frame_ms, application=args.application
-                )
-            )
-            for a in audios
-        ]
-        row(f"opus {bitrate // 1000}k/{args.frame_ms}ms", AudioCodec.OPUS, opus, args.frame_ms)
+    words = sum(len(normalize(r).split()) for r in refs)
+    print(f"{len(items)} recordings, {seconds:.0f} s of speech, {words} words (1 word ~ "
+          f"{100 / words:.2f} pt), {args.engine} {args.model}", flush=True)  # fmt: skip
+    rows: dict[str, dict] = {}
+    for c in codecs:
+        sent = [c.chunks(a, args.frame_ms, args.application) for a in audios]
+        config = StreamConfig(codec=c.codec, frame_ms=args.frame_ms)
+        row = {
+            "kbit_s": sum(len(x) for chunks, _ in sent for x in chunks) * 8 / seconds / 1000,
+            "wer": corpus_wer(refs, [stream_text(engine, *s, config) for s in sent]),
+        }
+        decodes = [decoded(chunks, c.codec, args.frame_ms) for chunks, _ in sent]
+        row["decode_ms_s"] = sum(t for _, t in decodes) / seconds * 1000
+        if args.offline:
+            row["offline"] = corpus_wer(refs, [offline_text(engine, a) for a, _ in decodes])
+        rows[c.label] = row
+        print(f"  {c.label}: WER {row['wer']:.3f}", file=sys.stderr, flush=True)
     engine.close()
+    live = latencies(codecs, args.streams, args.frame_ms) if args.streams else {}
+    report(rows, live, args.streams)
+
+
+def report(rows: dict[str, dict], live: dict[str, dict], streams: int) -> None:
+    base = rows["pcm16"]
+    head = f"{'codec':<16}{'kbit/s':>8}{'WER':>7}{'vs PCM':>9}{'decode ms/s':>12}"
+    if "offline" in base:
+        head += f"{'file WER':>10}{'vs PCM':>9}"
+    if live:
+        head += f"  {streams} streams: {'final p50':>9}{'p95':>7}{'missed':>7}"
+    print(head)
+    for label, r in rows.items():
+        line = (
+            f"{label:<16}{r['kbit_s']:8.1f}{r['wer']:7.3f}"
+            f"{(r['wer'] - base['wer']) * 100:+7.1f}pt{r['decode_ms_s']:12.2f}"
+        )
+        if "offline" in r:
+            line += f"{r['offline']:10.3f}{(r['offline'] - base['offline']) * 100:+7.1f}pt"
+        if label in live:
+            x = live[label]
+            line += f"  {'':>{len(str(streams)) + 10}}{x['final_p50_s']:8.2f}s"
+            line += f"{x['final_p95_s']:6.2f}s{x['missed']:7}"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -225,15 +225,17 @@ def offsets(mode: str, count: int, rng: random.Random) -> list[float]:
     return [i * SPREAD_S / count for i in range(count)]
 
 
-def encoded(pcm: bytes, codec: str) -> tuple[list[bytes], int, StreamRequest]:
+def encoded(
+    pcm: bytes, codec: str, frame_ms: int = CHUNK_MS
+) -> tuple[list[bytes], int, StreamRequest]:
     """The chunks a device sends, their duration in ms and the stream request:
-    PCM16 in 100 ms chunks, or for ``opus<bitrate>`` Opus packets of 100 ms."""
+    PCM16 in 100 ms chunks, or for ``opus<bitrate>`` Opus packets of ``frame_ms``."""
     if not codec:
         return list(pcm_chunks(pcm, chunk_ms=CHUNK_MS)), CHUNK_MS, StreamRequest()
     bitrate = int(codec.removeprefix("opus"))
     samples = pcm16le_to_float32(pcm)
-    packets = list(opus_packets(samples, bitrate=bitrate, frame_ms=CHUNK_MS))
-    return packets, CHUNK_MS, StreamRequest(codec=AudioCodec.OPUS, frame_ms=CHUNK_MS)
+    packets = list(opus_packets(samples, bitrate=bitrate, frame_ms=frame_ms))
+    return packets, frame_ms, StreamRequest(codec=AudioCodec.OPUS, frame_ms=frame_ms)
 
 
 async def one_stream(
@@ -301,9 +303,12 @@ class Run:
     seed: int
 
 
-async def bench(counts: list[int], modes: list[str], config: str, run: Run) -> list[dict]:
+async def bench(
+    counts: list[int], modes: list[str], config: str, run: Run, *, frame_ms: int = CHUNK_MS
+) -> list[dict]:
+    """Each level of each mode on one platform; ``frame_ms``: the Opus packets' length."""
     config, _, codec = config.partition("/")
-    sent = encoded(run.pcm, codec)
+    sent = encoded(run.pcm, codec, frame_ms)
     rest, _, engines = config.partition("@")
     engine, _, batch = rest.partition(":")
     with tempfile.TemporaryDirectory() as tmp:

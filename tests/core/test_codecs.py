@@ -8,7 +8,13 @@ from pydantic import ValidationError
 
 from tests.helpers import eval_items
 from voxwire.core.audio import SAMPLE_RATE, Audio, decode, float32_to_pcm16le
-from voxwire.core.codecs import BadFrameError, OpusDecoder, chunk_decoder, opus_packets
+from voxwire.core.codecs import (
+    OPUS_LOOKAHEAD_SAMPLES,
+    BadFrameError,
+    OpusDecoder,
+    chunk_decoder,
+    opus_packets,
+)
 from voxwire.core.errors import AudioError
 from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, StreamRequest
 
@@ -44,6 +50,30 @@ def test_opus_round_trip_keeps_the_speech_and_its_length(speech: Audio, bitrate:
     assert abs(len(decoded) - len(speech)) <= 20 * 16 + 160
     assert _correlation(speech, decoded) > 0.9
     assert decoder.bad_frames == 0 and decoder.take_error() is None
+
+
+def _lag(a: Audio, b: Audio) -> int:
+    """The shift of ``b`` against ``a`` (in samples, -80 to 80) that matches best."""
+    n = min(len(a), len(b)) - 160
+
+    def match(shift: int) -> float:
+        x, y = (a[:n], b[shift : shift + n]) if shift >= 0 else (a[-shift : n - shift], b[:n])
+        return float(np.dot(x, y) / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+    return max(range(-80, 81), key=match)
+
+
+@pytest.mark.parametrize("application", ["voip", "audio"])
+def test_decoded_opus_keeps_the_times_of_the_audio_sent(speech: Audio, application: str) -> None:
+    """The encoder's look-ahead is dropped, so a word decoded from Opus starts
+    when it started in the audio (the VAD and the segment times see it there);
+    a decoder that takes the stream over at a later packet gives that packet's
+    samples where the first decoder gave them."""
+    packets = list(opus_packets(speech, bitrate=16_000, frame_ms=20, application=application))
+    whole = _decode_all(OpusDecoder(20), packets)
+    assert abs(_lag(speech, whole)) <= 8  # half a millisecond
+    later = _decode_all(OpusDecoder(20, from_start=False), packets[150:])
+    assert abs(_lag(whole[150 * 320 - OPUS_LOOKAHEAD_SAMPLES :], later)) <= 8
 
 
 @pytest.mark.parametrize("frame_ms", [10, 60, 120])

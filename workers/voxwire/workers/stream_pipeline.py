@@ -161,7 +161,7 @@ class StreamSession:
             task=config.task,
         )
         start = resume or Resume(first_seq)
-        decoder = chunk_decoder(config.codec, config.frame_ms)
+        decoder = chunk_decoder(config.codec, config.frame_ms, from_start=start.chunk == 0)
         if keep_audio is not None:  # a resumed stream's first chunk comes whole
             decoder = keep_audio(decoder, start.stream_sample - start.skip_samples)
         self._intake = StreamIntake(
