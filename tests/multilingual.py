@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jiwer
+import numpy as np
 from whisper_normalizer.basic import BasicTextNormalizer
 from whisper_normalizer.english import EnglishTextNormalizer
+
+from voxwire.core.audio import SAMPLE_RATE, Audio
 
 _normalizer = BasicTextNormalizer()
 _english = EnglishTextNormalizer()
@@ -88,3 +91,7 @@ def english_share(text: str) -> float:
     """The share of ``text``'s words that are :data:`ENGLISH_WORDS`."""
     words = _english(text).split()
     return sum(w in ENGLISH_WORDS for w in words) / len(words) if words else 0.0
+
+
+def silence(seconds: float) -> Audio:
+    return np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32)

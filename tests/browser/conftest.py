@@ -165,3 +165,18 @@ def open_app(context: BrowserContext, platform: PlatformThread, api_key: str) ->
     page.click("#signin button")
     page.wait_for_selector("#tabs:not([hidden])")
     return page
+
+
+def search_until_found(page: Page, query: str, sid: str) -> str:
+    """Search the Search tab for ``query`` until session ``sid`` is among the hits
+    (the indexer follows the results stream: it may take a moment); the hit's selector."""
+    page.click("#tabs button[data-tab=search]")
+    page.fill("#query", query)
+    hit = f"#search-results li[data-sid={sid}]"
+    for _ in range(30):
+        page.click("#search-form button")
+        page.wait_for_selector("#search-results li, #search-results:empty", state="attached")
+        if page.query_selector(hit):
+            break
+        page.wait_for_timeout(500)
+    return hit

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.sync_api import BrowserContext
 
-from tests.browser.conftest import Steps, open_app
+from tests.browser.conftest import Steps, open_app, search_until_found
 from tests.helpers import EVAL_DIR, PlatformThread
 from voxwire_client import Client
 
@@ -65,16 +65,7 @@ def test_a_session_transcribed_again_opens_at_its_new_version(
     with ThreadPoolExecutor(1) as pool:  # the SDK beside Playwright's event loop
         sid = pool.submit(_upload_then_retranscribe, web_platform).result(timeout=240)
     page = open_app(context, web_platform, web_platform.api_key)
-    page.click("#tabs button[data-tab=search]")
-    page.fill("#query", "ComfyUI")
-    hit = f"#search-results li[data-sid={sid}]"
-    for _ in range(30):  # the indexer follows the results stream: give it a moment
-        page.click("#search-form button")
-        page.wait_for_selector("#search-results li, #search-results:empty", state="attached")
-        if page.query_selector(hit):
-            break
-        page.wait_for_timeout(500)
-    page.click(hit)
+    page.click(search_until_found(page, "ComfyUI", sid))
     page.wait_for_selector(f"#search-view .session[data-sid={sid}] .heard:not([hidden])")
     steps.shot(page, "version")
     model = web_platform.settings.engine.model

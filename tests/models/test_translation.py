@@ -16,7 +16,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +23,17 @@ import pytest
 
 from tests.helpers import PlatformThread, pcm16
 from tests.models.conftest import Converted, cache_at
-from tests.multilingual import SENTENCES, Sentence, english_share, english_wer, have_espeak, speak
+from tests.multilingual import (
+    SENTENCES,
+    Sentence,
+    english_share,
+    english_wer,
+    have_espeak,
+    silence,
+    speak,
+)
 from tests.workers.test_stream_pipeline import Clock, OneStream, feed
-from voxwire.core.audio import SAMPLE_RATE, Audio, decode
+from voxwire.core.audio import Audio, decode
 from voxwire.core.config import Settings
 from voxwire.core.errors import EngineError
 from voxwire.wire.records import FileJob
@@ -54,26 +61,6 @@ def is_english(text: str) -> bool:
 
 def looked_for_are_there(sentence: Sentence, text: str) -> bool:
     return LOOKED_FOR[sentence.language] <= set(re.findall(r"[a-z']+", text.lower()))
-
-
-@pytest.fixture(scope="module")
-def spoken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Sentence, Audio]]:
-    folder = tmp_path_factory.mktemp("espeak")
-    return {s.language: (s, decode(speak(s, folder)).samples) for s in SENTENCES}
-
-
-@pytest.fixture(params=["faster-whisper", "whispercpp"])
-def base_engine(
-    request: pytest.FixtureRequest, base_cache: dict[str, Converted]
-) -> Iterator[Engine]:
-    with cache_at(base_cache["base"].path.parent.parent):
-        engine = create_engine(request.param, "base")
-    yield engine
-    engine.close()
-
-
-def silence(seconds: float) -> Audio:
-    return np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32)
 
 
 def test_the_source_sentences_are_not_english() -> None:
