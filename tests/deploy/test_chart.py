@@ -185,7 +185,16 @@ def test_each_worker_pool_runs_its_device_and_kind() -> None:
         "float16",
     )
     assert (cpu["VOXWIRE_DEVICE"], cpu["VOXWIRE_WORKER_KIND"]) == ("cpu", "files")
-    assert gpu["VOXWIRE_MODEL"] == cpu["VOXWIRE_MODEL"] == "tiny.en"
+    assert (cpu["VOXWIRE_SERVE"], gpu["VOXWIRE_SERVE"]) == ("tiny.en", "base")
+    settings = rendered.one("ConfigMap", "-settings")["data"]
+    served = Settings(
+        model=settings["VOXWIRE_MODEL"],
+        models=settings["VOXWIRE_MODELS"],
+        routes=settings["VOXWIRE_ROUTES"],
+        serve=gpu["VOXWIRE_SERVE"],
+    )
+    assert served.worker_models == ("base",)
+    assert served.pools.routes == {"en": "tiny.en", "*": "base"}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -17,9 +17,8 @@ from voxwire.access.tokens import TokenIssuer
 from voxwire.core.config import Settings
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.store import SqliteStore
+from voxwire.wire.pools import Lane, Pool
 from voxwire.wire.topics import AUDIO_TOPIC, JOBS_TOPIC
-from voxwire.workers.file_worker import WORKER_GROUP
-from voxwire.workers.stream_worker import STREAM_GROUP
 
 
 def test_keda_scales_each_pool_on_the_lag_of_the_groups_it_consumes() -> None:
@@ -30,9 +29,11 @@ def test_keda_scales_each_pool_on_the_lag_of_the_groups_it_consumes() -> None:
         }
         for o in rendered.of("ScaledObject")
     }
-    files = (f"prod.{JOBS_TOPIC}", f"prod.{WORKER_GROUP}")
-    streams = (f"prod.{AUDIO_TOPIC}", f"prod.{STREAM_GROUP}")
-    assert triggers == {"cpu-files": {files}, "gpu": {files, streams}}
+    tiny, base = Pool("tiny.en", "tiny.en"), Pool("base", "tiny.en")  # the gpu pool runs base
+    files = (f"prod.{JOBS_TOPIC}", f"prod.{tiny.group(Lane.FILES)}")
+    base_files = (f"prod.{JOBS_TOPIC}", f"prod.{base.group(Lane.FILES)}")
+    base_streams = (f"prod.{AUDIO_TOPIC}", f"prod.{base.group(Lane.STREAMS)}")
+    assert triggers == {"cpu-files": {files}, "gpu": {base_files, base_streams}}
     for scaled in rendered.of("ScaledObject"):  # KEDA owns the replicas: none in the Deployment
         target = rendered.one("Deployment", scaled["spec"]["scaleTargetRef"]["name"])
         assert "replicas" not in target["spec"]
@@ -51,7 +52,7 @@ def test_the_gateway_scales_on_cpu_and_keeps_one_up() -> None:
         ({"bridge": {"replicas": 13}}, "more than kafka.partitions"),
         ({"pool": {"keda": {"enabled": True, "maxReplicas": 13}}}, "more than kafka.partitions"),
         ({"pool": {"replicas": 7}, "other": {"kind": "all", "replicas": 6}}, "more than kafka"),
-        ({"pool": {"model": "base"}}, "jobs are not routed by model"),
+        ({"pool": {"model": "base"}}, "model base is not served: add it to config.models"),
         ({"pool": {"kind": "everything"}}, "is not all, files or streams"),
         ({"config": {"blobStore": "local"}}, "sharedVolume.existingClaim"),
     ],

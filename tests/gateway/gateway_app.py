@@ -14,6 +14,7 @@ from voxwire.bus import MemoryBus
 from voxwire.core.config import Settings
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.search.sqlite_fts import SqliteSearchIndex
+from voxwire.sessions.pools import PoolCheck
 from voxwire.store import SqliteStore
 
 
@@ -22,16 +23,23 @@ def gateway_client(
     store: SqliteStore,
     tokens: TokenIssuer | None = None,
     bus: MemoryBus | None = None,
+    *,
+    pools: bool = False,
     **settings: Any,
 ) -> httpx.AsyncClient:
+    """``pools``: the gateway asks the bus whether a worker runs a session's model
+    (as the platform's does); else it accepts sessions with no worker in sight."""
+    config = Settings(data_dir=tmp_path, **settings)
+    bus = bus or MemoryBus()
     context = GatewayContext(
-        Settings(data_dir=tmp_path, **settings),
+        config,
         store,
-        bus or MemoryBus(),
+        bus,
         LocalBlobStore(tmp_path / "blobs"),
         0,
         SqliteSearchIndex(tmp_path / "search.sqlite3"),
         tokens=tokens,
+        pools=PoolCheck(bus, config) if pools else None,
     )
     transport = httpx.ASGITransport(app=create_app(context))
     return httpx.AsyncClient(transport=transport, base_url="http://gateway")

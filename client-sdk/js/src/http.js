@@ -56,6 +56,7 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {string} mode  "embedded" or "distributed"
  * @property {string} model  the default model
  * @property {string[]} models  the models a session may ask for (the first is the default)
+ * @property {Object<string, string>} [routes]  language -> the model of a session that names none ("*": the others)
  * @property {string | null} [device]  where the answering process's engines run
  *
  * @typedef {object} TokenResponse  a session token for the broker (and the session routes)

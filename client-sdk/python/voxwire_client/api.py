@@ -163,6 +163,10 @@ class Health(_Model):
     models: tuple[str, ...] = Field(
         default=(), description="the models a session may ask for (the first is the default)"
     )
+    routes: dict[str, str] = Field(
+        default_factory=dict,
+        description="language -> the model of a session that names none ('*': the others)",
+    )
 
 
 class RedactMode(StrEnum):

@@ -58,6 +58,7 @@ from voxwire.gateway.request_metrics import RequestMetrics
 from voxwire.gateway.web import mount_web_app
 from voxwire.search import SearchIndex, SearchQueryError
 from voxwire.sessions.languages import served_models
+from voxwire.sessions.pools import NoWorkerError, PoolCheck
 from voxwire.sessions.retranscribe import RetranscribeService, archived_wav
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import Upload, UploadService
@@ -98,6 +99,7 @@ _STATUS = {
     SearchQueryError: 400,
     AudioTooLongError: 413,
     AudioError: 422,
+    NoWorkerError: 503,
 }
 
 
@@ -116,6 +118,8 @@ class GatewayContext:
     """Where this process's engines run (``cuda:0 (NVIDIA H200)``, ``cpu``); None: elsewhere."""
     readiness: Readiness = field(default_factory=Readiness)
     """What ``/readyz`` asks: the dependencies of this process's roles."""
+    pools: PoolCheck | None = None
+    """Asks whether a worker runs a session's model before it is accepted (None: not asked)."""
 
 
 def _status_for(exc: VoxwireError) -> int:
@@ -132,9 +136,9 @@ def create_app(ctx: GatewayContext) -> FastAPI:
         description="Upload audio, follow sessions, fetch transcripts. Results are delivered "
         "over MQTT on transcription/<sid>/result|progress|match.",
     )
-    uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access)
-    streams = StreamService(ctx.store, ctx.bus, ctx.access, ctx.settings)
-    again = RetranscribeService(ctx.settings, ctx.store, ctx.bus, ctx.blobs)
+    uploads = UploadService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.access, ctx.pools)
+    streams = StreamService(ctx.store, ctx.bus, ctx.access, ctx.settings, ctx.pools)
+    again = RetranscribeService(ctx.settings, ctx.store, ctx.bus, ctx.blobs, ctx.pools)
     settings = ctx.settings
     limits = RateLimits(settings.limits.rate_limit_per_s, settings.limits.rate_limit_burst)
     tokens = ctx.tokens or issuer_for(
@@ -228,6 +232,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             model=settings.engine.model,
             device=ctx.device,
             models=served_models(settings),
+            routes=settings.pools.routes,
         )
 
     @app.get(READY_PATH, response_model=ReadinessReport, tags=["health"], responses={503: {}})

@@ -27,7 +27,8 @@ import threading
 import time
 import weakref
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient
 
 from voxwire.bus.kafka_commits import settle
 from voxwire.bus.kafka_consumer import KafkaSubscription
@@ -35,6 +36,10 @@ from voxwire.bus.kafka_options import KafkaOptions, consumer_config, kafka_error
 from voxwire.core.errors import BusError
 
 log = logging.getLogger(__name__)
+
+
+_JOINING = (ConsumerGroupState.PREPARING_REBALANCING, ConsumerGroupState.COMPLETING_REBALANCING)
+"""States of a group whose members are (re)joining: it is served."""
 
 
 class KafkaBus:
@@ -63,6 +68,7 @@ class KafkaBus:
         )
         self._poller.start()
         self._subscriptions: weakref.WeakSet[KafkaSubscription] = weakref.WeakSet()
+        self._admin: AdminClient | None = None
         self._closed = False
 
     @property
@@ -120,6 +126,27 @@ class KafkaBus:
         self._subscriptions.add(subscription)
         return subscription
 
+    async def serving(self, group: str, timeout_s: float = 2.0) -> bool:
+        """Whether ``group`` has a member, as the group's coordinator sees it (a
+        worker that died still counts until its session times out)."""
+
+        def describe() -> bool:
+            if self._admin is None:
+                self._admin = AdminClient(
+                    {"bootstrap.servers": self._bootstrap, "client.id": self._client_id}
+                )
+            future = self._admin.describe_consumer_groups([group], request_timeout=timeout_s)
+            try:
+                found = future[group].result()
+            except KafkaException as exc:
+                raise BusError(
+                    f"cannot ask Kafka at {self._bootstrap} about group {group}: "
+                    f"{kafka_error(exc) or exc}"
+                ) from exc
+            return bool(found.members) or found.state in _JOINING
+
+        return await asyncio.to_thread(describe)
+
     async def close(self) -> None:
         """Deliver what is queued (up to ``close_timeout_s``), close consumers."""
         if self._closed:
@@ -128,6 +155,7 @@ class KafkaBus:
         try:
             await asyncio.to_thread(self._stop_producer)
         finally:
+            self._admin = None  # destroyed here, not on one of librdkafka's threads
             await asyncio.gather(*(s.close() for s in list(self._subscriptions)))
 
     def _poll_producer(self) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from voxwire.bus.base import Record
@@ -25,9 +27,12 @@ class _Topic:
 
 
 class MemorySubscription:
-    def __init__(self, queue: asyncio.Queue[Record]) -> None:
+    def __init__(
+        self, queue: asyncio.Queue[Record], on_close: Callable[[], None] = lambda: None
+    ) -> None:
         self._queue = queue
         self._closed = False
+        self._on_close = on_close
         self.committed = -1
 
     async def next(self) -> Record:
@@ -48,12 +53,15 @@ class MemorySubscription:
         return True
 
     async def close(self) -> None:
-        self._closed = True
+        if not self._closed:
+            self._closed = True
+            self._on_close()
 
 
 class MemoryBus:
     def __init__(self) -> None:
         self._topics: dict[str, _Topic] = {}
+        self._members: Counter[str] = Counter()
         self._closed = False
 
     def _topic(self, name: str) -> _Topic:
@@ -79,7 +87,11 @@ class MemoryBus:
             for record in state.backlog:
                 queue.put_nowait(record)
             state.backlog.clear()
-        return MemorySubscription(queue)
+        self._members[group] += 1
+        return MemorySubscription(queue, lambda: self._members.subtract((group,)))
+
+    async def serving(self, group: str) -> bool:
+        return self._members[group] > 0
 
     async def close(self) -> None:
         self._closed = True

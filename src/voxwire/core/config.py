@@ -14,6 +14,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
                  stream_engines, max_streams, batch_finals, word_timestamps, device,
                  compute_type, worker_kind, stream_context_chars
+    .pools       models, routes, serve (voxwire.wire.pools)
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
     .security    token_secret, hook_secret, redact, redact_tenants
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,6 +61,7 @@ from pydantic import (
     model_validator,
 )
 
+from voxwire.core.engine_settings import EngineSettings, PoolSettings
 from voxwire.core.errors import ConfigError
 from voxwire_client.api import RedactMode
 
@@ -81,12 +82,6 @@ PRESETS: dict[str, dict[str, str]] = {
 """What each ``mode`` chooses for the adapter settings left unset."""
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-COMPUTE_TYPES = frozenset(
-    {"default", "auto", "int8", "int8_float16", "int8_float32", "int8_bfloat16", "int16", "q4_0"}
-    | {"float16", "bfloat16", "float32", "f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1"}
-)
-"""``compute_type`` values: CTranslate2's (faster-whisper) and ggml weight types (whisper.cpp)."""
 
 
 class ListenSettings(BaseModel):
@@ -135,81 +130,6 @@ class ListenSettings(BaseModel):
                     hint="set VOXWIRE_WS_TLS_CERT and VOXWIRE_WS_TLS_KEY to readable PEM files",
                 )
         return self
-
-
-class EngineSettings(BaseModel):
-    """The speech-to-text engine and how many of it run."""
-
-    model_config = _FROZEN
-
-    name: Literal["whispercpp", "faster-whisper"] = Field(
-        default="faster-whisper",
-        description="faster-whisper (CTranslate2 int8) or whispercpp; benchmarks/bench_engines.py "
-        "and bench_streams.py compare them",
-    )
-    model: str = "tiny.en"
-    language: str = "en"
-    beam_size: int = Field(default=1, ge=1, le=8)
-    workers: int = Field(default=1, ge=1, le=32, description="engine instances")
-    threads: int = Field(default=2, ge=1, le=64, description="threads per engine instance")
-    stream_engines: int = Field(
-        default=0,
-        ge=0,
-        le=32,
-        description="engine instances for live streams, each serving one stream at a time, "
-        "the cores shared among them; 0: one per CPU core (at most 4) and a wide one with "
-        "every core (at most 4) for a final that is the only work",
-    )
-    max_streams: int = Field(
-        default=0,
-        ge=0,
-        le=10_000,
-        description="live streams a stream worker holds at most; one more is refused with a "
-        "too_many_streams error instead of every stream falling behind (0: no limit)",
-    )
-    batch_finals: int = Field(
-        default=1,
-        ge=1,
-        le=32,
-        description="live finals of this many sessions at most in one engine call, where the "
-        "engine batches (faster-whisper); 1, the default, does not batch: on 2 CPU cores it "
-        "made finals later (bench_streams.py)",
-    )
-    word_timestamps: bool = Field(
-        default=True,
-        description="give every final segment its words, with times and confidence "
-        "(benchmarks/bench_words.py measures what they cost)",
-    )
-    device: str = Field(
-        default="auto",
-        description="auto (a CUDA device when the engine can use one, else the CPU), cpu, "
-        "cuda or cuda:N; the choice is logged at start-up and shown in /healthz",
-    )
-    compute_type: str = "default"
-    """faster-whisper: CTranslate2's compute type (default: int8 on the CPU, float16 on
-    CUDA); whisper.cpp computes in its model file's type (default, or f16, q8_0, q5_0...)"""
-    stream_context_chars: int = Field(default=0, ge=0, le=1000, description=(
-        "decode a live final with at most this many characters of its stream's earlier finals "
-        "as the prompt (0: none; tiny.en lost words, time: bench_live_accuracy.py)"))  # fmt: skip
-    worker_kind: Literal["all", "files", "streams"] = Field(
-        default="all",
-        description="what a worker process serves: uploaded files, live streams, or both "
-        "(separate pools scale apart)",
-    )
-
-    @field_validator("device")
-    @classmethod
-    def _known_device(cls, value: str) -> str:
-        if re.fullmatch(r"auto|cpu|cuda(:\d{1,2})?", value.strip().lower()) is None:
-            raise ValueError(f"{value!r} is not auto, cpu, cuda or cuda:N (N = 0, 1...)")
-        return value.strip().lower()
-
-    @field_validator("compute_type")
-    @classmethod
-    def _known_compute_type(cls, value: str) -> str:
-        if value not in COMPUTE_TYPES:
-            raise ValueError(f"{value!r} is not one of {', '.join(sorted(COMPUTE_TYPES))}")
-        return value
 
 
 class LimitSettings(BaseModel):
@@ -331,6 +251,7 @@ class BlobSettings(BaseModel):
 GROUPS: Mapping[str, type[BaseModel]] = {
     "listen": ListenSettings,
     "engine": EngineSettings,
+    "pools": PoolSettings,
     "limits": LimitSettings,
     "security": SecuritySettings,
     "servers": ServerSettings,
@@ -375,6 +296,7 @@ class Settings(BaseModel):
     )
     listen: ListenSettings = ListenSettings()
     engine: EngineSettings = EngineSettings()
+    pools: PoolSettings = PoolSettings()
     limits: LimitSettings = LimitSettings()
     security: SecuritySettings = SecuritySettings()
     servers: ServerSettings = ServerSettings()
@@ -398,7 +320,24 @@ class Settings(BaseModel):
                 f"mqtt_url {mqtt_url!r} must start with mqtt:// or mqtts://",
                 hint="set VOXWIRE_MQTT_URL",
             )
+        served = self.served_models
+        for what, names in (("routes", self.pools.routes.values()), ("serve", self.pools.serve)):
+            if unknown := sorted(set(names) - set(served)):
+                raise ConfigError(
+                    f"{what} names {', '.join(unknown)}, which the platform does not serve",
+                    hint=f"served: {', '.join(served)}; add models with the models setting",
+                )
         return self
+
+    @property
+    def served_models(self) -> tuple[str, ...]:
+        """Every model the platform serves, the default (the engine's) first."""
+        return tuple(dict.fromkeys((self.engine.model, *self.pools.models)))
+
+    @property
+    def worker_models(self) -> tuple[str, ...]:
+        """The models this worker process runs (``serve``, else every served model)."""
+        return self.pools.serve or self.served_models
 
     @property
     def broker_urls(self) -> tuple[str, str]:

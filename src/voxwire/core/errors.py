@@ -29,6 +29,7 @@ unless the drawing names another one::
     ├── PayloadTooLargeError     an upload over the size limit
     ├── NotFoundError            a session, key or model that does not exist
     ├── ConflictError            a request the session's state does not allow now
+    ├── NoWorkerError            no worker runs the session's model now (voxwire.sessions.pools)
     ├── StoreError               the session store failed: unreachable, a query, a migration
     ├── BlobError                the blob store failed (voxwire.blobs)
     ├── SearchIndexError         the search index failed (voxwire.search)

@@ -45,8 +45,10 @@ from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.brokers import ingest, publisher
 from voxwire.sessions.parts import PartUploads
+from voxwire.sessions.pools import PoolCheck
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import UploadService
+from voxwire.wire.pools import Lane, Pool
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
@@ -113,11 +115,10 @@ def stream_engines(settings: Settings) -> list[int]:
     return extra + [narrow] * count
 
 
-def load_engines(settings: Settings, model_path: Path | None) -> tuple[list[Engine], list[Engine]]:
-    """The engines for live streams (see :func:`stream_engines`), and
-    ``workers`` for files (``threads`` each), on the ``device`` setting's
-    device (logged, with why)."""
-    model = model_path or settings.engine.model  # each engine resolves a name
+def load_engines(settings: Settings, model: str | Path) -> tuple[list[Engine], list[Engine]]:
+    """The engines of ``model`` (a name, or a path) for live streams (see
+    :func:`stream_engines`), and ``workers`` for files (``threads`` each), on
+    the ``device`` setting's device (logged, with why)."""
     on = {"device": settings.engine.device, "compute_type": settings.engine.compute_type}
     kind = settings.engine.worker_kind
     live = stream_engines(settings) if kind != "files" else []
@@ -146,11 +147,71 @@ def engine_device(engines: list[Engine]) -> str | None:
 async def start_worker(
     adapters: Adapters, model_path: Path | None
 ) -> tuple[list[asyncio.Task[None]], str | None]:
-    """The worker's tasks, and where its engines run (:func:`engine_device`)."""
+    """The worker's tasks: a pool for each model it serves (the ``serve``
+    setting, see :mod:`voxwire.wire.pools`), each with engines, a stream worker
+    and a file worker of its own; and where the engines run (:func:`engine_device`).
+    ``model_path``: the default model's file or folder, instead of its name."""
     settings = adapters.settings
-    loading = Flag(f"loading {model_path or settings.engine.model} on {settings.engine.device}")
-    adapters.readiness.add_flag("engine", loading)
-    live, files = await asyncio.to_thread(load_engines, settings, model_path)
+    bus = await adapters.bus()
+    checkpoints = await adapters.checkpoints()
+    streams: list[StreamWorker] = []
+    tasks: list[asyncio.Task[None]] = []
+    device = None
+    for model in settings.worker_models:
+        pool = Pool(model, settings.engine.model)
+        path = model_path if model_path is not None and model == settings.engine.model else None
+        live, files = await _load_pool(adapters, pool, path)
+        device = device or engine_device(live or files)
+        options = EngineOptions(
+            language=settings.engine.language,
+            beam_size=settings.engine.beam_size,
+            threads=settings.engine.threads,
+            word_timestamps=settings.engine.word_timestamps,
+            context_chars=settings.engine.stream_context_chars,
+        )
+        if live:
+            threads = stream_engines(settings)
+            log.info("%s live streams: engines of %s threads", model, "+".join(map(str, threads)))
+            stream_worker = StreamWorker(
+                bus,
+                live,
+                replace(options, threads=min(threads)),
+                checkpoints=checkpoints,
+                group=pool.group(Lane.STREAMS),
+                pool=pool,
+                batch_finals=settings.engine.batch_finals,
+                max_streams=settings.engine.max_streams,
+                threads=threads,
+                cores=cpu_cores(),
+                archive=LiveArchiver(adapters.blobs()),
+            )
+            streams.append(stream_worker)
+            tasks.append(asyncio.create_task(stream_worker.run(), name=f"streams {model}"))
+        if files:
+            file_worker = FileWorker(
+                bus,
+                adapters.blobs(),
+                files,
+                options,
+                group=pool.group(Lane.FILES),
+                pool=pool,
+                drain_s=settings.listen.drain_s,
+                busy=lambda: any(each.streams for each in streams),
+            )
+            tasks.append(asyncio.create_task(file_worker.run(), name=f"worker {model}"))
+    return tasks, device
+
+
+async def _load_pool(
+    adapters: Adapters, pool: Pool, path: Path | None
+) -> tuple[list[Engine], list[Engine]]:
+    """The engines of ``pool``'s model, loaded off the loop (``/readyz`` says so
+    meanwhile) and closed with the adapters."""
+    settings = adapters.settings
+    loading = Flag(f"loading {path or pool.model} on {settings.engine.device}")
+    name = "engine" if pool.model == pool.default else f"engine {pool.model}"
+    adapters.readiness.add_flag(name, loading)
+    live, files = await asyncio.to_thread(load_engines, settings, path or pool.model)
     loading.why = None
 
     async def close_engines() -> None:
@@ -158,43 +219,7 @@ async def start_worker(
             engine.close()
 
     adapters.on_close(close_engines)
-    options = EngineOptions(
-        language=settings.engine.language,
-        beam_size=settings.engine.beam_size,
-        threads=settings.engine.threads,
-        word_timestamps=settings.engine.word_timestamps,
-        context_chars=settings.engine.stream_context_chars,
-    )
-    bus = await adapters.bus()
-    tasks = []
-    streams: StreamWorker | None = None
-    if live:
-        threads = stream_engines(settings)
-        log.info("live streams: engines of %s threads", "+".join(map(str, threads)))
-        streams = StreamWorker(
-            bus,
-            live,
-            replace(options, threads=min(threads)),
-            checkpoints=await adapters.checkpoints(),
-            batch_finals=settings.engine.batch_finals,
-            max_streams=settings.engine.max_streams,
-            threads=threads,
-            cores=cpu_cores(),
-            archive=LiveArchiver(adapters.blobs()),
-        )
-        tasks.append(asyncio.create_task(streams.run(), name="streams"))
-    if files:
-        live_work = streams
-        file_worker = FileWorker(
-            bus,
-            adapters.blobs(),
-            files,
-            options,
-            drain_s=settings.listen.drain_s,
-            busy=lambda: live_work is not None and live_work.streams > 0,
-        )
-        tasks.append(asyncio.create_task(file_worker.run(), name="worker"))
-    return tasks, engine_device(live or files)
+    return live, files
 
 
 # -- bridge ------------------------------------------------------------------------------
@@ -212,9 +237,10 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     relay = ResultRelay(bus, store, publishing, expiry_s=settings.limits.message_expiry_s)
     indexer = SegmentIndexer(bus, store, index)
     access = await adapters.access()
-    streams = StreamService(store, bus, access, settings)
+    pools = PoolCheck(bus, settings)
+    streams = StreamService(store, bus, access, settings, pools)
     blobs = adapters.blobs()
-    parts = PartUploads(blobs, UploadService(settings, store, bus, blobs, access), store)
+    parts = PartUploads(blobs, UploadService(settings, store, bus, blobs, access, pools), store)
     queries = QueryService(bus, store, index, publishing, streams, parts, settings)
     intake = ingest(link, bus, settings, store)
     where = f"broker at {link.host}:{link.port}"
@@ -277,6 +303,7 @@ async def start_gateway(
         access=access,
         tokens=adapters.tokens(),
         readiness=adapters.readiness,
+        pools=PoolCheck(bus, adapters.settings),
     )
     config = uvicorn.Config(
         create_app(context),

@@ -30,8 +30,10 @@ from voxwire.bus import Bus
 from voxwire.core.audio import SAMPLE_RATE
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError, NotFoundError
-from voxwire.sessions.languages import check_language, check_model, check_task
+from voxwire.sessions.languages import choose
+from voxwire.sessions.pools import PoolCheck
 from voxwire.store import SessionRecord, Store
+from voxwire.wire.pools import Lane
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import REJOBS_TOPIC, RESULTS_TOPIC
 from voxwire_client.messages import ProgressMessage, SessionStatus, encode_message
@@ -68,21 +70,30 @@ async def archived_wav(blobs: BlobStore, sid: str) -> bytes:
 
 
 class RetranscribeService:
-    def __init__(self, settings: Settings, store: Store, bus: Bus, blobs: BlobStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        bus: Bus,
+        blobs: BlobStore,
+        pools: PoolCheck | None = None,
+    ) -> None:
+        """``pools``: asks whether a worker runs the model (None: not asked)."""
         self._settings = settings
         self._store = store
         self._bus = bus
         self._blobs = blobs
+        self._pools = pools
 
     async def start(
         self, session: SessionRecord, tenant_name: str, request: RetranscribeRequest
     ) -> RetranscribeAccepted:
         """Queue the next version of ``session`` (see the module doc)."""
         sid = session.sid
-        model = check_model(request.model, self._settings)
-        task = check_task(request.task, model)
         spoken = request.language or session.language or self._settings.engine.language
-        language = check_language(spoken, model)
+        choice = choose(self._settings, model=request.model, task=request.task, language=spoken)
+        if self._pools is not None:
+            await self._pools.require(choice.model, Lane.AGAIN)
         stored = await asyncio.to_thread(self._blobs.names, sid, AUDIO_BLOB)
         if AUDIO_BLOB not in stored:
             raise NotFoundError(
@@ -117,15 +128,15 @@ class RetranscribeService:
             tenant_id=reopened.tenant_id,
             audio_key=self._blobs.key(sid, AUDIO_BLOB),
             duration_ms=duration_ms,
-            language=language,
-            model=model,
+            language=choice.language,
+            model=choice.model,
             redact=redact,
             vocabulary=request.vocabulary,
-            task=task,
+            task=choice.task,
             first_seq=first_seq + 1,
             version=reopened.version,
         )
         await self._bus.produce(REJOBS_TOPIC, sid, job.encode())
         return RetranscribeAccepted(
-            sid=sid, version=reopened.version, model=model, first_seq=first_seq
+            sid=sid, version=reopened.version, model=choice.model, first_seq=first_seq
         )

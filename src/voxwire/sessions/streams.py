@@ -8,10 +8,12 @@ from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
-from voxwire.sessions.languages import check_language, check_model, check_task, spoken_default
+from voxwire.sessions.languages import choose
 from voxwire.sessions.opening import announce, open_session, stored
+from voxwire.sessions.pools import PoolCheck
 from voxwire.sessions.uploads import check_prompt_speakers, check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.wire.pools import Lane
 from voxwire.wire.records import GATEWAY_SEQ, PromptUpdate, StreamStart
 from voxwire.wire.topics import AUDIO_TOPIC
 from voxwire_client.api import PromptChange, StreamRequest
@@ -19,11 +21,20 @@ from voxwire_client.messages import ProgressMessage, SessionStatus
 
 
 class StreamService:
-    def __init__(self, store: Store, bus: Bus, access: AccessControl, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: Store,
+        bus: Bus,
+        access: AccessControl,
+        settings: Settings,
+        pools: PoolCheck | None = None,
+    ) -> None:
+        """``pools``: asks whether a worker runs the stream's model (None: not asked)."""
         self._store = store
         self._bus = bus
         self._access = access
         self._settings = settings
+        self._pools = pools
 
     async def start(
         self,
@@ -51,11 +62,21 @@ class StreamService:
         check_prompts(request.prompts)
         check_prompt_speakers(request.prompts, diarized=request.diarize)
         redact = self._settings.security.redact_for(tenant.name, request.redact)
-        model = check_model(request.model, self._settings)
-        task = check_task(request.task, model)
         given = "language" in request.model_fields_set
-        language = check_language(request.language if given else spoken_default(task), model)
-        update = {"redact": redact, "language": language, "model": model, "task": task}
+        choice = choose(
+            self._settings,
+            model=request.model,
+            task=request.task,
+            language=request.language if given else None,
+        )
+        if self._pools is not None:
+            await self._pools.require(choice.model, Lane.STREAMS)
+        update = {
+            "redact": redact,
+            "language": choice.language,
+            "model": choice.model,
+            "task": choice.task,
+        }
         request = request.model_copy(update=update)
         sid = await open_session(
             self._store,

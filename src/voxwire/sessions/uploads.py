@@ -23,9 +23,11 @@ from voxwire.core.standing_prompts import (
     check_speakers,
     prompt_of,
 )
-from voxwire.sessions.languages import check_language, check_model, check_task, spoken_default
+from voxwire.sessions.languages import choose
 from voxwire.sessions.opening import announce, open_session, stored
+from voxwire.sessions.pools import PoolCheck
 from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.wire.pools import Lane
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
 from voxwire.wire.topics import JOBS_TOPIC
 from voxwire_client.api import MAX_SPEAKERS, PromptSpec, RedactMode, SpeakerBounds, Vocabulary
@@ -192,12 +194,15 @@ class UploadService:
         bus: Bus,
         blobs: BlobStore,
         access: AccessControl | None = None,
+        pools: PoolCheck | None = None,
     ) -> None:
+        """``pools``: asks whether a worker runs the upload's model (None: not asked)."""
         self._settings = settings
         self._access = access or NoAccessSync()
         self._store = store
         self._bus = bus
         self._blobs = blobs
+        self._pools = pools
 
     def check_size(self, size: int) -> None:
         limit = int(self._settings.limits.max_upload_mb * 1024 * 1024)
@@ -221,11 +226,11 @@ class UploadService:
         self.check_size(len(upload.data))
         prompts = parse_prompts(upload.prompts)
         vocabulary = parse_vocabulary(upload.vocabulary)
-        model = check_model(upload.model, self._settings)
-        task = check_task(upload.task, model)
-        language = check_language(
-            upload.language or spoken_default(task, self._settings.engine.language), model
+        choice = choose(
+            self._settings, model=upload.model, task=upload.task, language=upload.language
         )
+        if self._pools is not None:
+            await self._pools.require(choice.model, Lane.FILES)
         redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
         diarize = speaker_bounds(upload)
         check_prompt_speakers(prompts, diarized=diarize is not None)
@@ -259,13 +264,13 @@ class UploadService:
             tenant_id=tenant.id,
             audio_key=audio_key,
             duration_ms=round(decoded.duration_s * 1000),
-            language=language,
-            model=model,
+            language=choice.language,
+            model=choice.model,
             prompts=prompts,
             redact=redact,
             diarize=diarize,
             vocabulary=vocabulary,
-            task=task,
+            task=choice.task,
         )
         queued = ProgressMessage(
             sid=sid,

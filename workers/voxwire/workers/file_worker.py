@@ -11,6 +11,10 @@ run again on the same engine, after a pause that doubles up to
 ``_RETRY_MAX_S``, until the bus takes them all: positions are committed in
 order, so a job left behind would hold back every later job of its partition.
 
+A worker runs the jobs of one model pool (:mod:`voxwire.wire.pools`): the
+jobs of other models it passes over, committed, since their own pool's group
+reads them too.
+
 Re-transcriptions (``transcription.rejobs``, a group of their own) run only
 when the worker is quiet, and give way as soon as it is not
 (:mod:`voxwire.workers.lanes`): an upload arrives or is in flight, or a live
@@ -27,6 +31,7 @@ move to the other workers without waiting for the session timeout.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +41,7 @@ from dataclasses import replace
 from pydantic import ValidationError
 
 from voxwire.blobs import BlobStore
-from voxwire.bus import Bus, Record
+from voxwire.bus import Bus, Record, commit_or_warn
 from voxwire.core.audio import Audio, pcm16le_to_float32
 from voxwire.core.errors import BusError, VoxwireError
 from voxwire.core.metrics import (
@@ -46,6 +51,7 @@ from voxwire.core.metrics import (
     JOBS_IN_FLIGHT,
     REALTIME_FACTOR,
 )
+from voxwire.wire.pools import REJOBS_SUFFIX, WORKER_GROUP, Pool
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC, REJOBS_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
@@ -57,9 +63,6 @@ from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode
 
 log = logging.getLogger(__name__)
 
-WORKER_GROUP = "voxwire-workers"
-REJOBS_SUFFIX = "-rejobs"
-"""The re-transcriptions' group is the workers' group and this."""
 DRAIN_S = 20.0
 """How long a stopping worker lets its jobs in flight finish by default (the
 ``drain_s`` setting; Kubernetes gives a pod 30 s between SIGTERM and SIGKILL
@@ -84,10 +87,12 @@ class FileWorker:
         options: EngineOptions,
         *,
         group: str = WORKER_GROUP,
+        pool: Pool | None = None,
         drain_s: float = DRAIN_S,
         busy: Callable[[], bool] = lambda: False,
     ) -> None:
-        """``busy``: whether live work runs in this process (open live streams):
+        """``pool``: the model whose jobs it runs (None: every job);
+        ``busy``: whether live work runs in this process (open live streams):
         re-transcriptions wait while it does."""
         if not engines:
             raise ValueError("a worker needs at least one engine instance")
@@ -98,6 +103,7 @@ class FileWorker:
             self._idle.put_nowait(engine)
         self._options = options
         self._group = group
+        self._pool_of_model = pool
         self._drain_s = drain_s
         self._aborting = False  # read by the engines' threads
         self._tasks: set[asyncio.Task[None]] = set()
@@ -125,6 +131,10 @@ class FileWorker:
                 except BaseException:
                     self._idle.put_nowait(engine)
                     raise
+                if not self._takes(record):
+                    self._idle.put_nowait(engine)
+                    await commit_or_warn(lanes.rejobs if again else lanes.uploads, [record])
+                    continue
                 self._uploads_running += 0 if again else 1
                 task = asyncio.create_task(self._handle(record, engine, lanes, again=again))
                 self._tasks.add(task)
@@ -134,6 +144,17 @@ class FileWorker:
             await lanes.close()
             log.info("%s: stopped (%d jobs done)", self._group, self.jobs_done)
             self._pool.shutdown(wait=False)
+
+    def _takes(self, record: Record) -> bool:
+        """Whether the job is of this worker's pool (a malformed one is: it is
+        dropped, with a log line, by the pool that takes it)."""
+        if self._pool_of_model is None:
+            return True
+        try:
+            model = json.loads(record.value).get("model")
+        except (ValueError, AttributeError):
+            model = None
+        return self._pool_of_model.takes(model if isinstance(model, str) else None)
 
     async def _drain(self) -> None:
         """Let the jobs in flight finish for up to ``drain_s``; abort the rest,

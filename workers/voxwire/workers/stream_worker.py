@@ -55,6 +55,7 @@ from voxwire.bus import Bus, Record, Subscription, commit_or_warn
 from voxwire.core.aio import first_failure
 from voxwire.core.errors import AudioError, RecordError, VoxwireError
 from voxwire.core.metrics import LIVE_STREAMS, STREAMS_REFUSED
+from voxwire.wire.pools import STREAM_GROUP, Pool
 from voxwire.wire.records import PromptUpdate, StreamStart, decode_audio_record
 from voxwire.wire.topics import AUDIO_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import windows_after
@@ -71,7 +72,6 @@ from voxwire_client.topics import audio_control_topic, parse_audio_topic
 
 log = logging.getLogger(__name__)
 
-STREAM_GROUP = "voxwire-streams"
 _UNKNOWN_KEPT = 10_000  # sids remembered as unknown (forgotten all at once past this)
 
 
@@ -109,6 +109,7 @@ class StreamWorker:
         checkpoints: Checkpoints | None = None,
         vad_factory: Callable[[], Vad] = SileroVad,
         group: str = STREAM_GROUP,
+        pool: Pool | None = None,
         batch_finals: int = 1,
         max_streams: int = 0,
         threads: Sequence[int] = (),
@@ -122,7 +123,8 @@ class StreamWorker:
         it gets a fatal ``too_many_streams`` error (0: no limit). ``threads``
         (per engine) and ``cores``: see :class:`~voxwire.workers.stream_scheduler.Scheduler`.
         ``archive``: where the streams' audio is kept (:mod:`voxwire.workers.live_archive`;
-        None: not kept)."""
+        None: not kept). ``pool``: the model whose streams it transcribes (None:
+        every stream); another model's are passed over (:mod:`voxwire.wire.pools`)."""
         self._bus = bus
         self._scheduler = Scheduler(
             engines, now=time.monotonic, batch_finals=batch_finals, threads=threads, cores=cores
@@ -130,6 +132,7 @@ class StreamWorker:
         self._opening = _Opening(options, vad_factory, archive)
         self._checkpoints = checkpoints or MemoryCheckpoints()
         self._group = group
+        self._pool_of_model = pool
         self._max_streams = max_streams
         self._live: dict[str, LiveSession] = {}  # the open sessions
         self._done: set[str] = set()  # every message out: later records are ignored
@@ -237,6 +240,9 @@ class StreamWorker:
             return False
         if start.sid != sid or sid in self._live or sid in self._done:
             return False  # a foreign or redelivered start
+        if not self._takes(start):
+            self._unknown.add(sid)  # another model's pool transcribes it
+            return False
         if await self._resume(sid, partition) is not None:
             return True  # it ran elsewhere before: go on from its checkpoint
         if sid in self._done:
@@ -247,6 +253,9 @@ class StreamWorker:
         if full:
             self._refuse(live)
         return True
+
+    def _takes(self, start: StreamStart) -> bool:
+        return self._pool_of_model is None or self._pool_of_model.takes(start.request.model)
 
     def _refuse(self, live: LiveSession) -> None:
         """Close a stream the worker cannot hold with a fatal error (sent by
@@ -268,6 +277,10 @@ class StreamWorker:
         if sid in self._done or sid in self._unknown:
             return None
         checkpoint = await self._checkpoints.load(sid)
+        if checkpoint is not None and not self._takes(
+            StreamStart.model_validate_json(checkpoint.start)
+        ):
+            checkpoint = None  # another model's pool left it: it resumes it
         if checkpoint is None or checkpoint.done:
             (self._done if checkpoint else self._unknown).add(sid)
             if len(self._unknown) > _UNKNOWN_KEPT:
