@@ -32,6 +32,7 @@ from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC
 from voxwire_client import Client, Transcript
 from voxwire_client.api import StreamRequest
+from voxwire_client.messages import SegmentMessage
 
 needs_espeak = pytest.mark.skipif(not have_espeak(), reason="scripts/services.sh speech")
 ROUTED = {"model": "tiny.en", "models": "base", "routes": "en=tiny.en,*=base"}
@@ -190,9 +191,18 @@ def test_english_and_german_sessions_run_on_their_own_pools_in_one_process(
         results = english_and_german_together(
             platform.url, platform.api_key, platform.mqtt_url, german_wav
         )
+        assert_each_on_its_model(results)
+        with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+            # the English upload once more, on the other model's pool
+            accepted = client.retranscribe(results["file en"].sid, model="base")
+            again = client.wait_version(accepted)
+            stored = client.transcript(results["file en"].sid)
     finally:
         platform.stop()
-    assert_each_on_its_model(results)
+    finals = [m.segment for m in again if isinstance(m, SegmentMessage) and m.type == "final"]
+    assert finals and {f.model for f in finals} == {"base"}
+    assert stored.version == 2 and {s.model for s in stored.segments} == {"base"}
+    assert wer(reference_text(JFK_ID), stored.text) <= 0.25, stored.text
 
 
 def _accepted_once_served(url: str, key: str, language: str, timeout: float = 120) -> None:
