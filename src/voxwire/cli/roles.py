@@ -63,9 +63,13 @@ def gateway(
 def worker(
     workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
     model: Annotated[str | None, typer.Option(help="model name or ggml path")] = None,
+    serve: Annotated[
+        str | None,
+        typer.Option(help="the served models this worker runs, with commas [default: all]"),
+    ] = None,
 ) -> None:
-    """Run a transcription worker in the Kafka consumer group."""
-    _run("worker", workers=workers, model=model)
+    """Run a transcription worker: a pool in Kafka consumer groups for each model it serves."""
+    _run("worker", workers=workers, model=model, serve=serve)
 
 
 def bridge() -> None:

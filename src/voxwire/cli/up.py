@@ -40,6 +40,17 @@ def up(
             "use) or a path to a ggml file (whisper.cpp) or CTranslate2 folder (faster-whisper)"
         ),
     ] = None,
+    models: Annotated[
+        str | None,
+        typer.Option(help="more models to serve beside --model, with commas: base,base-q5_0"),
+    ] = None,
+    routes: Annotated[
+        str | None,
+        typer.Option(
+            help="the model of each language for sessions that name none, '*' for the rest: "
+            "en=tiny.en,*=base"
+        ),
+    ] = None,
     workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="where sessions and audio are kept")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log more")] = False,
@@ -61,6 +72,8 @@ def up(
         "ws_port": ws_port,
         "host": host,
         "model": model,
+        "models": models,
+        "routes": routes,
         "workers": workers,
         "data_dir": data_dir,
     }
@@ -68,6 +81,8 @@ def up(
         settings = load_settings(None, mode="distributed" if distributed else None, **overrides)
         # installed on first use (downloaded, verified, converted), with a progress bar
         model_path = _model(settings.engine.model, settings.engine.name)
+        for other in settings.served_models[1:]:
+            _model(other, settings.engine.name)
         if distributed:
             from voxwire.cli.up_distributed import serve_distributed
 
