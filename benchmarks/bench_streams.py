@@ -44,6 +44,8 @@ default run compares with: the first configuration's latencies are printed as
 ratios against each other's. A ``/opus<bitrate>`` suffix streams Opus packets
 of 100 ms at that bitrate instead of PCM16 (``kbit/s`` shows what was sent):
 ``--engines faster-whisper,faster-whisper/opus16000,faster-whisper/opus24000``.
+A ``+name=value`` suffix (after the rest) sets any setting by its flat name:
+``--engines faster-whisper,faster-whisper+live_window_s=10``.
 """
 
 from __future__ import annotations
@@ -307,6 +309,7 @@ async def bench(
     counts: list[int], modes: list[str], config: str, run: Run, *, frame_ms: int = CHUNK_MS
 ) -> list[dict]:
     """Each level of each mode on one platform; ``frame_ms``: the Opus packets' length."""
+    config, *overrides = config.split("+")
     config, _, codec = config.partition("/")
     sent = encoded(run.pcm, codec, frame_ms)
     rest, _, engines = config.partition("@")
@@ -315,6 +318,7 @@ async def bench(
         settings = Settings(
             http_port=0, mqtt_port=0, ws_port=0, data_dir=Path(tmp), engine=engine,
             batch_finals=int(batch or 1), stream_engines=int(engines or 0),
+            **dict(override.split("=", 1) for override in overrides),
         )  # fmt: skip
         platform = build(settings)
         key = (await platform.ensure_key()).key
@@ -433,7 +437,8 @@ def main() -> int:
     parser.add_argument(
         "--engines",
         default="faster-whisper,faster-whisper@1",
-        help="engine[:batch_finals][@stream_engines][/opus<bitrate>] per run, the first "
+        help="engine[:batch_finals][@stream_engines][/opus<bitrate>][+setting=value] per run, "
+        "the first "
         "compared with the others, e.g. faster-whisper,whispercpp,faster-whisper@1,"
         "faster-whisper/opus16000",
     )

@@ -62,6 +62,14 @@ class EngineSettings(BaseModel):
         "engine batches (faster-whisper); 1, the default, does not batch: on 2 CPU cores it "
         "made finals later (bench_streams.py)",
     )
+    live_window_s: int = Field(
+        default=0,
+        ge=0,
+        le=30,
+        description="faster-whisper: encode a live final or partial on a window of this many "
+        "seconds (at least the segment and 4 s more), not Whisper's 30 s: cheaper (0: 30 s; "
+        "bench_streams.py measures it)",
+    )
     word_timestamps: bool = Field(
         default=True,
         description="give every final segment its words, with times and confidence "

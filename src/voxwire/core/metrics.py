@@ -52,6 +52,10 @@ STREAM_BAD_FRAMES = Counter(
 STREAMS_REFUSED = Counter(
     "voxwire_streams_refused", "Live streams refused because the workers were full"
 )
+WINDOWS_REDONE = Counter(
+    "voxwire_engine_windows_redone",
+    "Short clips decoded again on Whisper's whole 30 s window: the short window looped",
+)
 
 # -- requests and errors (gateway; errors also from workers) -----------------------------
 

@@ -175,7 +175,7 @@ async def start_worker(
             stream_worker = StreamWorker(
                 bus,
                 live,
-                replace(options, threads=min(threads)),
+                replace(options, threads=min(threads), window_s=settings.engine.live_window_s),
                 checkpoints=checkpoints,
                 group=pool.group(Lane.STREAMS),
                 pool=pool,

@@ -11,7 +11,8 @@ from a generator, so ``on_segment`` sees each as it is decoded and ``abort`` is
 polled between them (not inside a window's decoding, as whisper.cpp does).
 Its own VAD filter is off: voxwire endpoints live audio itself. Word times
 (``EngineOptions.word_timestamps``) come from its cross-attention alignment;
-:meth:`FasterWhisperEngine.transcribe_batch` gives none.
+:meth:`FasterWhisperEngine.transcribe_batch` gives none. A short clip may be
+encoded on a short window (``EngineOptions.window_s``, :mod:`.windowed`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from voxwire.core.errors import EngineError, ModelError
+from voxwire.core.metrics import WINDOWS_REDONE
 from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.workers.engine import (
     EngineOptions,
@@ -39,6 +41,7 @@ from voxwire.workers.engine import (
     fit_words,
 )
 from voxwire.workers.engines.device import Accelerators, Device, choose_device
+from voxwire.workers.engines.windowed import looped, window_frames, windowed_model
 
 CUBLAS = "libcublas.so.12"
 """The cuBLAS the pinned CTranslate2 (4.8.5) loads on CUDA: CUDA 12's."""
@@ -120,7 +123,7 @@ class FasterWhisperEngine:
         on = self.device.device
         self.compute_type = _compute_type(compute_type, on)
         try:
-            self._model: WhisperModel | None = WhisperModel(
+            self._model: WhisperModel | None = windowed_model()(
                 str(self.model_dir),
                 device=on.kind,
                 device_index=on.index,
@@ -172,17 +175,7 @@ class FasterWhisperEngine:
             if self._model is None:
                 raise EngineError("the engine is closed")
             try:
-                pieces, info = self._model.transcribe(
-                    samples,
-                    language=language,
-                    task=options.task,
-                    beam_size=options.beam_size,
-                    temperature=options.temperature,
-                    initial_prompt=options.prompt,
-                    condition_on_previous_text=False,
-                    vad_filter=False,
-                    word_timestamps=options.word_timestamps,
-                )
+                pieces, info = self._decode(samples, options, language)
             except (RuntimeError, ValueError) as exc:
                 raise EngineError(f"faster-whisper failed: {exc}") from exc
             detected = language is None and self.multilingual
@@ -215,6 +208,42 @@ class FasterWhisperEngine:
                 if on_segment is not None:
                     on_segment(segment)  # what it raises stops the run, as it is
         return found
+
+    def _decode(
+        self, samples: Audio, options: EngineOptions, language: str | None
+    ) -> tuple[Iterator[Any], Any]:
+        """faster-whisper's segments (lazily, window by window) and its info; a
+        short clip with ``window_s`` on a short window, decoded here, and again
+        on the whole window if it looped (:mod:`.windowed`)."""
+        model = self._model
+        assert model is not None
+        frames = window_frames(samples.size, options.window_s)
+
+        def run() -> tuple[Iterator[Any], Any]:
+            return model.transcribe(  # type: ignore[no-any-return]
+                samples,
+                language=language,
+                task=options.task,
+                beam_size=options.beam_size,
+                temperature=options.temperature,
+                initial_prompt=options.prompt,
+                condition_on_previous_text=False,
+                vad_filter=False,
+                word_timestamps=options.word_timestamps,
+            )
+
+        if frames is None:
+            return run()
+        model.frames = frames
+        try:
+            pieces, info = run()
+            decoded = list(pieces)
+        finally:
+            model.frames = None
+        if not looped(decoded, samples.size):
+            return iter(decoded), info
+        WINDOWS_REDONE.inc()
+        return run()
 
     def transcribe_batch(self, clips: list[Audio], options: EngineOptions) -> list[list[Segment]]:
         """Several clips of up to 30 s (endpointed utterances, from any sessions)
