@@ -20,12 +20,21 @@ final latency from the end of each sentence's speech in the audio (forced
 alignment) to the final's arrival at the stream's subscriber, p50 and p95,
 and sentences with no final (missed).
 
+Noise floor. With ``--noise`` the same PCM16 audio is also played nudged by
+what no listener would notice (``--shifts``: 8 and 16 ms of silence before it,
+which moves every sound against the VAD's 32 ms frames; ``--gains``: +-0.5 dB):
+how far the live WER moves when nothing but the segmentation changes, the
+yardstick for the Opus rows. ``--per-recording`` lists, for each recording
+whose word errors differ from PCM's in some row, its errors and final count
+per row.
+
 The default plays the first ``--limit`` (12) recordings for WER, a few minutes on two
 cores; ``--full`` plays all of them (24, 212 s of speech).
 
     .venv/bin/python benchmarks/bench_opus.py [--full | --limit N]
         [--bitrates 12000,16000,24000] [--frame-ms 20] [--application voip]
-        [--streams 4] [--offline] [--engine faster-whisper] [--model tiny.en]
+        [--streams 4] [--offline] [--noise [--shifts 8,16] [--gains -0.5,0.5]]
+        [--per-recording] [--engine faster-whisper] [--model tiny.en]
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import jiwer
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,19 +77,32 @@ class Codec:
     codec: AudioCodec
     bitrate: int = 0
     """Opus bits per second (0: PCM16)."""
+    shift_ms: int = 0
+    """Silence played before the audio (a noise-floor row)."""
+    gain_db: float = 0.0
+    """Gain applied to the audio (a noise-floor row)."""
+
+    @property
+    def nudged(self) -> bool:
+        """A noise-floor row: PCM16 audio nudged, not another codec."""
+        return bool(self.shift_ms or self.gain_db)
 
     def chunks(self, samples: Audio, frame_ms: int, application: str) -> tuple[list[bytes], int]:
         """The chunks of ``samples`` and their duration in ms."""
         if self.codec is AudioCodec.PCM16:
-            return list(pcm_chunks(float32_to_pcm16le(samples))), 100
+            silence = np.zeros(self.shift_ms * 16, dtype=np.float32)
+            nudged = np.concatenate([silence, samples * np.float32(10 ** (self.gain_db / 20))])
+            return list(pcm_chunks(float32_to_pcm16le(nudged))), 100
         packets = opus_packets(
             samples, bitrate=self.bitrate, frame_ms=frame_ms, application=application
         )
         return list(packets), frame_ms
 
 
-def stream_text(engine: Engine, chunks: list[bytes], chunk_ms: int, config: StreamConfig) -> str:
-    """The finals of one stream of ``chunks``, joined."""
+def stream_text(
+    engine: Engine, chunks: list[bytes], chunk_ms: int, config: StreamConfig
+) -> list[str]:
+    """The finals of one stream of ``chunks``."""
     out: list[Message] = []
     session = StreamSession(
         "bench", OPTIONS, config, (), out.append, vad=SileroVad(), now=time.monotonic
@@ -94,7 +117,7 @@ def stream_text(engine: Engine, chunks: list[bytes], chunk_ms: int, config: Stre
     session.end(len(chunks) * chunk_ms / 1000)
     scheduler.finish(session)
     finals = [m for m in out if isinstance(m, SegmentMessage) and m.type == "final"]
-    return " ".join(m.segment.text for m in finals)
+    return [m.segment.text for m in finals]
 
 
 def decoded(chunks: list[bytes], codec: AudioCodec, frame_ms: int) -> tuple[Audio, float]:
@@ -132,6 +155,10 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="every recording with a reference")
     parser.add_argument("--offline", action="store_true", help="also WER of whole files")
     parser.add_argument("--streams", type=int, default=4, help="live streams (0: no latency)")
+    parser.add_argument("--noise", action="store_true", help="also PCM16 nudged: the noise floor")
+    parser.add_argument("--shifts", default="8,16", help="ms of silence before the audio")
+    parser.add_argument("--gains", default="-0.5,0.5", help="gains in dB")
+    parser.add_argument("--per-recording", action="store_true", help="word errors per recording")
     args = parser.parse_args()
     items = eval_with_text()[: None if args.full else args.limit]
     audios: list[Audio] = [decode(i.path.read_bytes(), max_seconds=600).samples for i in items]
@@ -141,6 +168,11 @@ def main() -> None:
         Codec(f"opus {int(b) // 1000}k/{args.frame_ms}ms", AudioCodec.OPUS, int(b))
         for b in args.bitrates.split(",")
     ]
+    if args.noise:
+        codecs += [Codec(f"pcm16 +{int(ms)}ms", AudioCodec.PCM16, shift_ms=int(ms))
+                   for ms in args.shifts.split(",")]  # fmt: skip
+        codecs += [Codec(f"pcm16 {float(db):+g}dB", AudioCodec.PCM16, gain_db=float(db))
+                   for db in args.gains.split(",")]  # fmt: skip
     engine = create_engine(args.engine, args.model)
     words = sum(len(normalize(r).split()) for r in refs)
     print(f"{len(items)} recordings, {seconds:.0f} s of speech, {words} words (1 word ~ "
@@ -149,9 +181,13 @@ def main() -> None:
     for c in codecs:
         sent = [c.chunks(a, args.frame_ms, args.application) for a in audios]
         config = StreamConfig(codec=c.codec, frame_ms=args.frame_ms)
+        finals = [stream_text(engine, *s, config) for s in sent]
+        hyps = [" ".join(f) for f in finals]
         row = {
             "kbit_s": sum(len(x) for chunks, _ in sent for x in chunks) * 8 / seconds / 1000,
-            "wer": corpus_wer(refs, [stream_text(engine, *s, config) for s in sent]),
+            "wer": corpus_wer(refs, hyps),
+            "errors": [word_errors(r, h) for r, h in zip(refs, hyps, strict=True)],
+            "finals": [len(f) for f in finals],
         }
         decodes = [decoded(chunks, c.codec, args.frame_ms) for chunks, _ in sent]
         row["decode_ms_s"] = sum(t for _, t in decodes) / seconds * 1000
@@ -160,8 +196,30 @@ def main() -> None:
         rows[c.label] = row
         print(f"  {c.label}: WER {row['wer']:.3f}", file=sys.stderr, flush=True)
     engine.close()
-    live = latencies(codecs, args.streams, args.frame_ms) if args.streams else {}
+    played = [c for c in codecs if not c.nudged]
+    live = latencies(played, args.streams, args.frame_ms) if args.streams else {}
     report(rows, live, args.streams)
+    if args.per_recording:
+        per_recording([i.id for i in items], rows)
+
+
+def word_errors(ref: str, hyp: str) -> int:
+    """Substitutions, deletions and insertions of ``hyp`` against ``ref``."""
+    out = jiwer.process_words(normalize(ref), normalize(hyp) or "<empty>")
+    return int(out.substitutions + out.deletions + out.insertions)
+
+
+def per_recording(ids: list[str], rows: dict[str, dict]) -> None:
+    """Word errors (and finals) of each recording whose errors differ between rows."""
+    labels = list(rows)
+    print(f"\n{'word errors (finals)':<36}" + "".join(f"{x:>16}" for x in labels))
+    for n, name in enumerate(ids):
+        errors = [rows[x]["errors"][n] for x in labels]
+        if len(set(errors)) > 1:
+            cells = [f"{rows[x]['errors'][n]} ({rows[x]['finals'][n]})" for x in labels]
+            print(f"{name:<36}" + "".join(f"{c:>16}" for c in cells))
+    totals = [f"{sum(rows[x]['errors'])}" for x in labels]
+    print(f"{'all':<36}" + "".join(f"{t:>16}" for t in totals))
 
 
 def report(rows: dict[str, dict], live: dict[str, dict], streams: int) -> None:

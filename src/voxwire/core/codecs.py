@@ -10,8 +10,11 @@ A stream declares its codec when it starts
     Each chunk is one Opus packet (RFC 6716) of ``frame_ms`` milliseconds, any
     sample rate the encoder chose, mono. On the eval recordings, whole files
     coded at 12 to 32 kbit/s transcribe within 0.4 point of WER of PCM; live,
-    where the VAD decides on the decoded audio, 16 kbit/s is 1.7 points behind
-    (``benchmarks/bench_opus.py``, README "Opus on narrow links"). The
+    where the VAD decides on the decoded audio, 16 kbit/s is 1.7 points behind,
+    but the same PCM played 8 ms later is 1.2 points behind too: on these
+    recordings the gap is within what any nudge of the audio does to the live
+    segmentation (``benchmarks/bench_opus.py --noise``, README "Opus on narrow
+    links"). The
     decoder keeps its state from packet to packet, as Opus requires. A packet
     that does not decode (empty, damaged, not Opus) is a *bad frame*: it is
     replaced by ``frame_ms`` of silence, so the times of everything after it
