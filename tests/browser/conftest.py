@@ -1,11 +1,6 @@
 """A real browser (Debian's headless Chromium, driven by Playwright) against the
 embedded platform, with screenshots of each step kept as test artifacts.
 
-The platform, the browser and what the fake microphone plays are started once
-for the whole package: each test signs in on a context of its own and works on
-sessions of its own (Chromium plays the microphone file from its start to each
-new capture).
-
 ``wss_platform`` is the same platform with its broker's WebSocket listener on
 TLS (a certificate from a test CA made by trustme); the browser trusts that
 certificate by its public key (``--ignore-certificate-errors-spki-list``), as
@@ -34,7 +29,7 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
 SILENCE_S = 1.0
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def web_platform(
     tmp_path_factory: pytest.TempPathFactory, model_path: Path
 ) -> Iterator[PlatformThread]:
@@ -50,7 +45,7 @@ def web_platform(
     running.stop()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 from a test CA, and its key (PEM files)."""
     leaf = trustme.CA().issue_cert("127.0.0.1", "localhost")
@@ -61,7 +56,7 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return cert, key
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def wss_platform(
     tmp_path_factory: pytest.TempPathFactory, model_path: Path, tls_files: tuple[Path, Path]
 ) -> Iterator[PlatformThread]:
@@ -87,7 +82,7 @@ def _spki_sha256(cert: Path) -> str:
     return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def microphone_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """What the fake microphone says: the streaming utterances, with silence
     around them (16 kHz mono WAV), and their references."""
@@ -102,14 +97,14 @@ def microphone_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, lis
     return path, refs
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def driver() -> Iterator[Playwright]:
     """Playwright itself: its browsers and its device profiles (``driver.devices``)."""
     with sync_playwright() as playwright:
         yield playwright
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def browser(
     driver: Playwright, microphone_file: tuple[Path, list[str]], tls_files: tuple[Path, Path]
 ) -> Iterator[Browser]:
