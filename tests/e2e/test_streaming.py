@@ -21,36 +21,17 @@ from tests.helpers import (
 )
 from voxwire.core.audio import decode, pcm16le_to_float32
 from voxwire.core.codecs import opus_packets
-from voxwire_client import (
-    ApiError,
-    AudioCodec,
-    Client,
-    PromptSpec,
-    StreamRequest,
-    Transcript,
-    pcm_chunks,
-)
+from voxwire_client import ApiError, AudioCodec, Client, PromptSpec, StreamRequest, pcm_chunks
 from voxwire_client.messages import ErrorMessage, Message
 
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="module")
-def pcm_stream(platform: PlatformThread) -> tuple[Transcript, list[Message]]:
-    """The utterances streamed as PCM (its transcript and every message it got):
-    checked on its own, and the yardstick of the Opus stream's WER."""
-    pcm, _, _ = joined_utterances()
+def test_one_final_per_utterance_with_partials_first(platform: PlatformThread) -> None:
+    pcm, spans, refs = joined_utterances()
     events: list[Message] = []
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
         result = client.stream(pcm_chunks(pcm), StreamRequest(), speed=3, on_event=events.append)
-    return result, events
-
-
-def test_one_final_per_utterance_with_partials_first(
-    platform: PlatformThread, pcm_stream: tuple[Transcript, list[Message]]
-) -> None:
-    _, spans, refs = joined_utterances()
-    result, events = pcm_stream
     finals = [m for m in events if m.type == "final"]
     assert len(finals) == len(UTTERANCES), [m.segment.text for m in finals]  # type: ignore[union-attr]
     for final, (start, end) in zip(finals, spans, strict=True):
@@ -77,7 +58,7 @@ def test_one_final_per_utterance_with_partials_first(
 
 
 def test_an_opus_stream_transcribes_like_pcm_and_outlives_bad_packets(
-    platform: PlatformThread, pcm_stream: tuple[Transcript, list[Message]]
+    platform: PlatformThread,
 ) -> None:
     """The same speech as Opus packets at 24 kbit/s (a tenth of PCM's bytes):
     one final per utterance, WER next to the PCM stream's; a damaged packet
@@ -94,7 +75,7 @@ def test_an_opus_stream_transcribes_like_pcm_and_outlives_bad_packets(
             speed=3,
             on_event=events.append,
         )
-    linear, _ = pcm_stream
+        linear = client.stream(pcm_chunks(pcm), StreamRequest(), speed=3)
     errors = [m for m in events if isinstance(m, ErrorMessage)]
     assert [(e.code, e.fatal) for e in errors] == [("bad_frame", False)] * 2, errors
     assert len(opus.segments) == len(UTTERANCES), [s.text for s in opus.segments]
