@@ -70,7 +70,7 @@ pytest: $(STAMP) $(JS_STAMP) services
 	scripts/services.sh speech
 	scripts/helm.sh tools
 	$(BIN)/voxwire models install
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 bench: $(STAMP) services
 	$(BIN)/voxwire models install

@@ -10,6 +10,7 @@ import pytest
 
 from tests.distributed import DistributedPlatform
 from tests.helpers import PlatformThread
+from tests.models.conftest import Converted, convert_all
 from voxwire.core.config import Settings
 
 
@@ -35,6 +36,19 @@ def model_path() -> Path:
     from voxwire.models import registry
 
     return registry.resolve("tiny.en")
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty model cache for this test session."""
+    return tmp_path_factory.mktemp("voxwire-cache")
+
+
+@pytest.fixture(scope="session")
+def converted(model_cache: Path) -> dict[str, Converted]:
+    """The tiny.en models, converted fresh into ``model_cache``, with the time it
+    took: once per run, for the model tests and the engine tests."""
+    return convert_all(model_cache)
 
 
 @pytest.fixture(scope="session", params=["embedded", "embedded-whispercpp", "distributed"])

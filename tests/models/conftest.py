@@ -113,12 +113,6 @@ class Converted:
     seconds: float
 
 
-@pytest.fixture(scope="session")
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An empty model cache for this test session."""
-    return tmp_path_factory.mktemp("voxwire-cache")
-
-
 def convert_all(cache: Path) -> dict[str, Converted]:
     """Install the tiny.en models into ``cache``, timing each conversion."""
     saved = os.environ.get(CACHE_ENV)
@@ -135,12 +129,6 @@ def convert_all(cache: Path) -> dict[str, Converted]:
             del os.environ[CACHE_ENV]
         else:
             os.environ[CACHE_ENV] = saved
-
-
-@pytest.fixture(scope="session")
-def converted(model_cache: Path) -> dict[str, Converted]:
-    """The tiny.en models, converted fresh into ``model_cache``, with the time it took."""
-    return convert_all(model_cache)
 
 
 @pytest.fixture

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.models.conftest import convert_all
+from tests.models.conftest import Converted
 from voxwire.workers.engines.whispercpp import WhisperCppEngine
 
 
 @pytest.fixture(scope="session")
-def model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every known model, converted fresh into a private cache."""
-    converted = convert_all(tmp_path_factory.mktemp("voxwire-cache"))
+def model_files(converted: dict[str, Converted]) -> dict[str, Path]:
+    """Every tiny.en model, converted fresh into the run's private cache."""
     return {name: item.path for name, item in converted.items()}
 
 
