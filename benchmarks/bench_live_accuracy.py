@@ -27,13 +27,14 @@ speech in the audio to the first partial of it at the subscriber.
 
 ``--configs`` runs the live side once per configuration, on the same audio, in
 the same run: ``default`` is the platform's defaults; ``name=value[+name=value]``
-overrides settings by their flat names, e.g. ``stream_context_chars=200`` (a
-final decoded with the stream's earlier finals as the decoder's prompt, the
-default run's second configuration). Latencies are printed as ratios
-against the first configuration's.
+overrides settings by their flat names, e.g. ``stream_lead_s=8`` (each final
+decoded after up to 8 s of the stream audio before it, the default run's
+second configuration) or ``stream_context_chars=200`` (a final decoded with the
+stream's earlier finals as the decoder's prompt). Latencies are printed as
+ratios against the first configuration's.
 
     .venv/bin/python benchmarks/bench_live_accuracy.py [--quick] [--seed 11]
-        [--configs default,stream_context_chars=200] [--streams 4] [--json out.json]
+        [--configs default,stream_lead_s=8] [--streams 4] [--json out.json]
 
 The default run (4 conversations of 5 turns x 3 noise levels x 2 configurations)
 took 6 minutes on 2 shared cores; ``--quick`` (2 conversations x clean / 10 dB)
@@ -374,7 +375,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--configs",
-        default="default,stream_context_chars=200",
+        default="default,stream_lead_s=8",
         help="live configurations, see above",
     )
     parser.add_argument("--streams", type=int, default=4, help="streams at once")

@@ -13,7 +13,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
                  stream_engines, max_streams, batch_finals, word_timestamps, device,
-                 compute_type, worker_kind, stream_context_chars
+                 compute_type, worker_kind, stream_context_chars, stream_lead_s
     .pools       models, routes, serve (voxwire.wire.pools)
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst

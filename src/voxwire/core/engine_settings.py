@@ -86,6 +86,8 @@ class EngineSettings(BaseModel):
     stream_context_chars: int = Field(default=0, ge=0, le=1000, description=(
         "decode a live final with at most this many characters of its stream's earlier finals "
         "as the prompt (0: none; tiny.en lost words, time: bench_live_accuracy.py)"))  # fmt: skip
+    stream_lead_s: float = Field(default=0.0, ge=0.0, le=25.0, description=(
+        "decode a live final after this many s of the audio before it (0: none)"))  # fmt: skip
     worker_kind: Literal["all", "files", "streams"] = Field(
         default="all",
         description="what a worker process serves: uploaded files, live streams, or both "

@@ -168,6 +168,7 @@ async def start_worker(
             threads=settings.engine.threads,
             word_timestamps=settings.engine.word_timestamps,
             context_chars=settings.engine.stream_context_chars,
+            lead_ms=round(settings.engine.stream_lead_s * 1000),
         )
         if live:
             threads = stream_engines(settings)

@@ -86,6 +86,8 @@ class EndpointConfig:
     pre_roll_ms: int = 200
     post_roll_ms: int = 200
     frame_ms: int = 32
+    lead_ms: int = 0
+    """Audio its owner keeps before a final to decode it after (the endpointer ignores it)."""
 
     def __post_init__(self) -> None:
         interval, longest = self.partial_interval_s, self.max_segment_s
@@ -97,6 +99,7 @@ class EndpointConfig:
             ("min_speech_ms", self.min_speech_ms >= 0, "not be negative"),
             ("pre_roll_ms", self.pre_roll_ms >= 0, "not be negative"),
             ("post_roll_ms", self.post_roll_ms >= 0, "not be negative"),
+            ("lead_ms", self.lead_ms >= 0, "not be negative"),
             ("partial_interval_s", math.isfinite(interval) and interval >= 0, "be 0 or positive"),
             (
                 "max_segment_s",

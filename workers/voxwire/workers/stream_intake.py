@@ -40,7 +40,7 @@ chunk and counts stream time on from ``origin_sample``.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -59,9 +59,11 @@ from voxwire.workers.endpointing import (
     SpeechStopped,
 )
 from voxwire.workers.stream_audio import FrameSplitter, SegmentBuffer
+from voxwire.workers.stream_lead import lead_ms_for
 from voxwire.workers.vad import FRAME_SAMPLES, Vad
 
 SAMPLES_PER_MS = SAMPLE_RATE // 1000
+_NO_AUDIO: Audio = np.empty(0, dtype=np.float32)
 
 
 MAX_AHEAD = 600
@@ -97,6 +99,9 @@ class SliceWork:
     """When the chunk holding the slice's last sample arrived."""
     decided_at: float
     """When the chunk (or end of stream) that made the endpointer ask arrived."""
+    lead: Audio = field(default_factory=lambda: _NO_AUDIO, repr=False, kw_only=True)
+    """The stream audio right before ``start_ms`` to decode it after (finals and
+    likely finals, when the intake keeps a lead: :mod:`voxwire.workers.stream_lead`)."""
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -170,13 +175,15 @@ class StreamIntake:
         next_chunk: int = 0,
         skip_samples: int = 0,
         decoder: ChunkDecoder | None = None,
+        lead_ms: int = 0,
     ) -> None:
         self.sid = sid
+        endpointing = replace(endpointing, lead_ms=max(0, lead_ms))  # kept before a final
         self._vad = vad
         self._decoder = decoder or Pcm16Decoder()
         self._endpointer = Endpointer(endpointing, start_ms=origin_sample // SAMPLES_PER_MS)
         self._splitter = FrameSplitter(FRAME_SAMPLES, start_sample=origin_sample)
-        max_seconds = 2 * endpointing.max_segment_s + 10
+        max_seconds = 2 * endpointing.max_segment_s + 10 + endpointing.lead_ms / 1000
         self._buffer = SegmentBuffer(max_seconds=max_seconds, start_sample=origin_sample)
         self._tail: Audio = np.empty(0, dtype=np.float32)  # samples not yet in a frame
         self.samples = origin_sample  # stream time at the end of the accepted audio
@@ -331,16 +338,21 @@ class StreamIntake:
         arrived = next((a.received_at for a in self._arrivals if a.end >= end_sample), decided_at)
         if isinstance(event, PartialDue):
             return PartialWork(start, end, audio, vad_mean, arrived, decided_at)
+        lead_ms = lead_ms_for(self._endpointer.config.lead_ms, end - start)
+        lead_from = max(start - lead_ms, self._buffer.start_ms)
+        lead = self._buffer.slice(lead_from, start) if lead_from < start else _NO_AUDIO
         if isinstance(event, FinalLikely):
-            return LikelyFinalWork(start, end, audio, vad_mean, arrived, decided_at)
+            return LikelyFinalWork(start, end, audio, vad_mean, arrived, decided_at, lead=lead)
         after = next((a for a in self._arrivals if a.end > end_sample), None)
         settled = (after.chunk, end_sample - after.start) if after else (self.next_chunk, 0)
-        return FinalWork(start, end, audio, vad_mean, arrived, decided_at, event.reason, settled)
+        return FinalWork(
+            start, end, audio, vad_mean, arrived, decided_at, event.reason, settled, lead=lead
+        )
 
     def _forget_old(self) -> None:
         """Drop what no later event can reach back to: memory stays bounded."""
         keep_ms = self._endpointer.retain_from_ms
-        self._buffer.discard_before(keep_ms)
+        self._buffer.discard_before(keep_ms - self._endpointer.config.lead_ms)
         while self._probabilities and self._probabilities[0][0] < keep_ms:
             self._probabilities.popleft()
         while len(self._arrivals) > 1 and self._arrivals[0].end < keep_ms * SAMPLES_PER_MS:

@@ -115,8 +115,7 @@ None when the item needed no engine."""
 
 
 class StreamSession:
-    """The state of one live stream: chunks in through :meth:`push`, messages
-    out through ``emit`` from :meth:`commit` and :meth:`finish`."""
+    """One live stream: chunks in (:meth:`push`), messages out (``emit``)."""
 
     def __init__(
         self,
@@ -172,6 +171,7 @@ class StreamSession:
             next_chunk=start.chunk,
             skip_samples=start.skip_samples,
             decoder=decoder,
+            lead_ms=self.options.lead_ms,
         )
         self._queue = WorkQueue(None if on_queued is None else partial(on_queued, self.sid))
         self._emit_lock = threading.Lock()

@@ -54,6 +54,7 @@ from voxwire.workers.engine import (
 from voxwire.workers.live_archive import AudioParts
 from voxwire.workers.stream_checkpoints import CheckpointError
 from voxwire.workers.stream_intake import FinalWork, LikelyFinalWork, PartialWork
+from voxwire.workers.stream_lead import transcribe_after
 from voxwire.workers.stream_pipeline import Outcome, StreamSession
 from voxwire.workers.stream_queue import RANK, Work
 
@@ -223,7 +224,7 @@ class Scheduler:
                 abort = self._preempted or self._slots[slot].preempt.is_set
             try:
                 engine, options = self._slots[slot].engine, self._options(session, work, slot)
-                outcome = engine.transcribe(work.audio, options, abort=abort)
+                outcome = transcribe_after(engine, work.lead, work.audio, options, abort)
             except Exception as exc:
                 outcome = exc
             _count(work, outcome, self._now() - started)
@@ -401,7 +402,7 @@ class Scheduler:
         outcomes: list[list[Segment]] | Exception
         try:
             if len(taken) == 1:  # alone: as run_next would
-                outcomes = [engine.transcribe(taken[0][1].audio, options)]
+                outcomes = [transcribe_after(engine, taken[0][1].lead, taken[0][1].audio, options)]
             else:
                 outcomes = cast(BatchEngine, engine).transcribe_batch(
                     [w.audio for _, w, _ in taken], options
