@@ -13,7 +13,8 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
                  stream_engines, max_streams, batch_finals, word_timestamps, device,
-                 compute_type, worker_kind, stream_context_chars, stream_lead_s
+                 compute_type, worker_kind
+    .live        stream_context_chars, stream_lead_s, live_window_s
     .pools       models, routes, serve (voxwire.wire.pools)
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
@@ -61,7 +62,7 @@ from pydantic import (
     model_validator,
 )
 
-from voxwire.core.engine_settings import EngineSettings, PoolSettings
+from voxwire.core.engine_settings import EngineSettings, LiveSettings, PoolSettings
 from voxwire.core.errors import ConfigError
 from voxwire_client.api import RedactMode
 
@@ -252,6 +253,7 @@ GROUPS: Mapping[str, type[BaseModel]] = {
     "listen": ListenSettings,
     "engine": EngineSettings,
     "pools": PoolSettings,
+    "live": LiveSettings,
     "limits": LimitSettings,
     "security": SecuritySettings,
     "servers": ServerSettings,
@@ -297,6 +299,7 @@ class Settings(BaseModel):
     listen: ListenSettings = ListenSettings()
     engine: EngineSettings = EngineSettings()
     pools: PoolSettings = PoolSettings()
+    live: LiveSettings = LiveSettings()
     limits: LimitSettings = LimitSettings()
     security: SecuritySettings = SecuritySettings()
     servers: ServerSettings = ServerSettings()

@@ -62,14 +62,6 @@ class EngineSettings(BaseModel):
         "engine batches (faster-whisper); 1, the default, does not batch: on 2 CPU cores it "
         "made finals later (bench_streams.py)",
     )
-    live_window_s: int = Field(
-        default=0,
-        ge=0,
-        le=30,
-        description="faster-whisper: encode a live final or partial on a window of this many "
-        "seconds (at least the segment and 4 s more), not Whisper's 30 s: cheaper (0: 30 s; "
-        "bench_streams.py measures it)",
-    )
     word_timestamps: bool = Field(
         default=True,
         description="give every final segment its words, with times and confidence "
@@ -83,11 +75,6 @@ class EngineSettings(BaseModel):
     compute_type: str = "default"
     """faster-whisper: CTranslate2's compute type (default: int8 on the CPU, float16 on
     CUDA); whisper.cpp computes in its model file's type (default, or f16, q8_0, q5_0...)"""
-    stream_context_chars: int = Field(default=0, ge=0, le=1000, description=(
-        "decode a live final with at most this many characters of its stream's earlier finals "
-        "as the prompt (0: none; tiny.en lost words, time: bench_live_accuracy.py)"))  # fmt: skip
-    stream_lead_s: float = Field(default=0.0, ge=0.0, le=25.0, description=(
-        "decode a live final after this many s of the audio before it (0: none)"))  # fmt: skip
     worker_kind: Literal["all", "files", "streams"] = Field(
         default="all",
         description="what a worker process serves: uploaded files, live streams, or both "
@@ -147,3 +134,23 @@ class PoolSettings(BaseModel):
         if any(len(pair) != 2 for pair in pairs):
             raise ValueError(f"{value!r} is not like en=tiny.en,*=base")
         return {language.strip().lower(): model.strip() for language, model in pairs}
+
+
+class LiveSettings(BaseModel):
+    """How a live final is decoded: with what came before it, and on what window."""
+
+    model_config = _FROZEN
+
+    stream_context_chars: int = Field(default=0, ge=0, le=1000, description=(
+        "decode a live final with at most this many characters of its stream's earlier finals "
+        "as the prompt (0: none; tiny.en lost words, time: bench_live_accuracy.py)"))  # fmt: skip
+    stream_lead_s: float = Field(default=0.0, ge=0.0, le=25.0, description=(
+        "decode a live final after this many s of the audio before it (0: none)"))  # fmt: skip
+    live_window_s: int = Field(
+        default=0,
+        ge=0,
+        le=30,
+        description="faster-whisper: encode a live final or partial on a window of this many "
+        "seconds (at least the segment and 4 s more), not Whisper's 30 s: cheaper (0: 30 s; "
+        "bench_streams.py measures it)",
+    )

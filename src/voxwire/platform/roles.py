@@ -167,8 +167,8 @@ async def start_worker(
             beam_size=settings.engine.beam_size,
             threads=settings.engine.threads,
             word_timestamps=settings.engine.word_timestamps,
-            context_chars=settings.engine.stream_context_chars,
-            lead_ms=round(settings.engine.stream_lead_s * 1000),
+            context_chars=settings.live.stream_context_chars,
+            lead_ms=round(settings.live.stream_lead_s * 1000),
         )
         if live:
             threads = stream_engines(settings)
@@ -176,7 +176,7 @@ async def start_worker(
             stream_worker = StreamWorker(
                 bus,
                 live,
-                replace(options, threads=min(threads), window_s=settings.engine.live_window_s),
+                replace(options, threads=min(threads), window_s=settings.live.live_window_s),
                 checkpoints=checkpoints,
                 group=pool.group(Lane.STREAMS),
                 pool=pool,
