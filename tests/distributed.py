@@ -150,6 +150,8 @@ class DistributedPlatform:
                 self.spawn(f"worker-{i}")
             self.spawn("gateway")
             self.wait_ready()
+            if self.worker_count:
+                wait_for_workers(settings.servers.kafka_bootstrap, self.namespace)
         except BaseException:
             self.stop()  # nothing left running to answer the next tests' messages
             raise
@@ -291,6 +293,26 @@ class DistributedPlatform:
 
 
 # -- what the fault tests check ---------------------------------------------------------
+
+
+def wait_for_workers(bootstrap: str, namespace: str, timeout: float = 120) -> None:
+    """Until the default model's workers joined their Kafka groups: the gateway
+    refuses sessions of a model whose groups do not exist yet (``no_worker``)."""
+    from voxwire.bus.kafka import KafkaBus
+    from voxwire.wire.pools import STREAM_GROUP, WORKER_GROUP
+
+    async def joined() -> None:
+        bus = KafkaBus(bootstrap)
+        try:
+            deadline = time.monotonic() + timeout
+            for group in (WORKER_GROUP, STREAM_GROUP):
+                while not await bus.has_group(f"{namespace}.{group}"):
+                    assert time.monotonic() < deadline, f"no worker joined {group}"
+                    await asyncio.sleep(0.2)
+        finally:
+            await bus.close()
+
+    asyncio.run(joined())
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 120) -> None:

@@ -531,15 +531,14 @@ def test_lag_counts_only_the_partitions_the_consumer_fetches() -> None:
     assert consumer_lag(stats) == {"jobs": 4}
 
 
-async def test_a_group_is_served_while_a_consumer_is_in_it(kafka: Kafka, bus: KafkaBus) -> None:
+async def test_a_group_exists_once_a_consumer_joined_it(kafka: Kafka, bus: KafkaBus) -> None:
     topic, group = kafka.topic(), kafka.group()
-    assert not await bus.serving(group)  # no such group yet
+    assert not await bus.has_group(group)  # no such group yet
     subscription = bus.subscribe(topic, group)
     waiting = asyncio.create_task(subscription.next())
     deadline = time.monotonic() + 30
-    while not await bus.serving(group):
+    while not await bus.has_group(group):
         assert time.monotonic() < deadline, "the consumer never joined its group"
         await asyncio.sleep(0.2)
     waiting.cancel()
-    await subscription.close()  # leaves the group at once
-    assert not await bus.serving(group)
+    await subscription.close()

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.distributed import DistributedPlatform, free_port
+from tests.distributed import DistributedPlatform, free_port, wait_for_workers
 from tests.helpers import EVAL_DIR
 from voxwire.core.readiness import METRICS_PATH
 from voxwire_client import Client
@@ -72,6 +72,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Fami
             urls[name] = f"http://127.0.0.1:{port}"
         platform.spawn("gateway")
         platform.wait_ready()
+        wait_for_workers(platform.settings.servers.kafka_bootstrap, platform.namespace)
         yield _run_and_scrape(platform, urls, EVAL_DIR / "audio" / "whisper_jfk.flac")
     except BaseException:
         print(platform.digest())

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistributedPlatform]:
-    running = DistributedPlatform(tmp_path_factory.mktemp("mqtt5"), workers=0).start()
+    running = DistributedPlatform(tmp_path_factory.mktemp("mqtt5"), workers=1).start()
     yield running
     running.stop()
 

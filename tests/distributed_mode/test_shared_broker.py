@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from tests.distributed import DistributedPlatform, readyz
+from tests.distributed import DistributedPlatform, readyz, wait_for_workers
 from tests.helpers import UTTERANCES, Listener, eval_items, free_port, pcm16
 from voxwire.access.keys import key_id_of
 from voxwire.core.audio import decode
@@ -62,7 +62,9 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Two]:
         other.api_key = other.new_tenant_key("default")
         probes = f"http://127.0.0.1:{free_port()}"
         other.spawn("bridge", metrics_port=probes.rsplit(":", 1)[1])
+        other.spawn("worker-0", stream_engines="1")  # its streams are opened only if served
         readyz(probes, until=200)
+        wait_for_workers(other.settings.servers.kafka_bootstrap, other.namespace)
         yield Two(ours, other, probes)
     finally:
         other.stop()

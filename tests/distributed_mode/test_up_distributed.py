@@ -15,7 +15,7 @@ import psutil
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.distributed import free_port, services_env
+from tests.distributed import free_port, services_env, wait_for_workers
 from tests.helpers import EVAL_DIR
 from voxwire.core.readiness import READY_PATH
 from voxwire_client import Client
@@ -63,6 +63,7 @@ def test_up_distributed_serves_on_the_given_port_in_its_namespace(tmp_path: Path
         assert f"{namespace}.transcription.jobs" in names
         assert f"{namespace}.transcription.results" in names
 
+        wait_for_workers(services["VOXWIRE_KAFKA_BOOTSTRAP"], namespace)
         path = EVAL_DIR / "audio" / "whisper_jfk.flac"
         api_key = client_config.api_key or ""
         with Client(url, api_key, client_config.mqtt_url, timeout=120) as client:

@@ -69,8 +69,10 @@ class Bus(Protocol):
         in order per key."""
         ...
 
-    async def serving(self, group: str) -> bool:
-        """Whether ``group`` has a member now: some worker of that pool consumes."""
+    async def has_group(self, group: str) -> bool:
+        """Whether ``group`` exists: a consumer of it runs, or ran and its group is
+        kept (Kafka keeps a group with committed positions while its members
+        restart)."""
         ...
 
     async def close(self) -> None: ...

@@ -38,8 +38,8 @@ from voxwire.core.errors import BusError
 log = logging.getLogger(__name__)
 
 
-_JOINING = (ConsumerGroupState.PREPARING_REBALANCING, ConsumerGroupState.COMPLETING_REBALANCING)
-"""States of a group whose members are (re)joining: it is served."""
+_GONE = (ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
+"""States of a group that does not exist (never did, or its positions expired)."""
 
 
 class KafkaBus:
@@ -126,9 +126,10 @@ class KafkaBus:
         self._subscriptions.add(subscription)
         return subscription
 
-    async def serving(self, group: str, timeout_s: float = 2.0) -> bool:
-        """Whether ``group`` has a member, as the group's coordinator sees it (a
-        worker that died still counts until its session times out)."""
+    async def has_group(self, group: str, timeout_s: float = 2.0) -> bool:
+        """Whether ``group`` exists, as its coordinator sees it: with members, or
+        empty with committed positions (its members restarting); a group that
+        never was, or whose positions expired, is dead."""
 
         def describe() -> bool:
             if self._admin is None:
@@ -143,7 +144,7 @@ class KafkaBus:
                     f"cannot ask Kafka at {self._bootstrap} about group {group}: "
                     f"{kafka_error(exc) or exc}"
                 ) from exc
-            return bool(found.members) or found.state in _JOINING
+            return bool(found.members) or found.state not in _GONE
 
         return await asyncio.to_thread(describe)
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from voxwire.bus.base import Record
@@ -27,12 +25,9 @@ class _Topic:
 
 
 class MemorySubscription:
-    def __init__(
-        self, queue: asyncio.Queue[Record], on_close: Callable[[], None] = lambda: None
-    ) -> None:
+    def __init__(self, queue: asyncio.Queue[Record]) -> None:
         self._queue = queue
         self._closed = False
-        self._on_close = on_close
         self.committed = -1
 
     async def next(self) -> Record:
@@ -53,15 +48,13 @@ class MemorySubscription:
         return True
 
     async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._on_close()
+        self._closed = True
 
 
 class MemoryBus:
     def __init__(self) -> None:
         self._topics: dict[str, _Topic] = {}
-        self._members: Counter[str] = Counter()
+        self._groups: set[str] = set()
         self._closed = False
 
     def _topic(self, name: str) -> _Topic:
@@ -87,11 +80,13 @@ class MemoryBus:
             for record in state.backlog:
                 queue.put_nowait(record)
             state.backlog.clear()
-        self._members[group] += 1
-        return MemorySubscription(queue, lambda: self._members.subtract((group,)))
+        self._groups.add(group)
+        return MemorySubscription(queue)
 
-    async def serving(self, group: str) -> bool:
-        return self._members[group] > 0
+    async def has_group(self, group: str) -> bool:
+        """Whether a consumer of ``group`` subscribed (the process's groups live as long
+        as it does)."""
+        return group in self._groups
 
     async def close(self) -> None:
         self._closed = True

@@ -45,8 +45,8 @@ class NamespacedBus:
         inner = self._inner.subscribe(self.prefix + topic, self.prefix + group)
         return _NamespacedSubscription(inner, self.prefix)
 
-    async def serving(self, group: str) -> bool:
-        return await self._inner.serving(self.prefix + group)
+    async def has_group(self, group: str) -> bool:
+        return await self._inner.has_group(self.prefix + group)
 
     async def ping(self) -> str | None:
         return await self._inner.ping() if isinstance(self._inner, Pingable) else None

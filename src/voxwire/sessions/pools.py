@@ -1,13 +1,16 @@
-"""Whether some worker runs a session's model now, asked before the session is accepted.
+"""Whether some worker serves a session's model, asked before the session is accepted.
 
 A model is served by its pool (:mod:`voxwire.wire.pools`): the workers that
 consume in that pool's group. :class:`PoolCheck` asks the bus whether the group
-of a session's model and lane has a member; when none has, the session is
-refused at once with :class:`NoWorkerError` (503 over HTTP, an error answer over
-MQTT), instead of a job that waits for a worker that may never come. A yes is
-remembered for ``ttl_s``; a no is asked again on the next request. When the
-bus cannot say (Kafka unreachable), the session goes on: producing its job
-fails with the bus's own error if Kafka stays away.
+of a session's model and lane exists; when it does not, no worker has served
+that model (or not for Kafka's offsets retention, 7 days), and the session is
+refused at once with :class:`NoWorkerError` (503 over HTTP, an error answer
+over MQTT), instead of a job that waits for a worker that may never come. A
+pool whose workers are all restarting keeps its group (empty, with its
+positions), so its sessions are still taken and wait in Kafka, as they always
+did. A yes is remembered for ``ttl_s``; a no is asked again on the next
+request. When the bus cannot say (Kafka unreachable), the session goes on:
+producing its job fails with the bus's own error if Kafka stays away.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class PoolCheck:
         if seen is not None and self._clock() - seen < self._ttl_s:
             return
         try:
-            serving = await self._bus.serving(group)
+            serving = await self._bus.has_group(group)
         except BusError as exc:
             log.warning("cannot tell whether a worker runs %s: %s", model, exc)
             return

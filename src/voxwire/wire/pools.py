@@ -19,8 +19,8 @@ PCM, little beside what decoding it costs, and it keeps one topic for clients'
 audio whatever the model (the bridge need not know a session's model).
 
 Before a session is accepted, the gateway asks the bus whether its pool's group
-has a member (:meth:`voxwire.bus.base.Bus.serving`): a model that no worker
-runs now is refused at once (``no_worker``, 503) rather than left waiting.
+exists (:meth:`voxwire.bus.base.Bus.has_group`): a model that no worker serves
+is refused at once (``no_worker``, 503) rather than left waiting.
 """
 
 from __future__ import annotations
