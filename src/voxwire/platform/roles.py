@@ -153,7 +153,8 @@ async def start_worker(
     ``model_path``: the default model's file or folder, instead of its name."""
     settings = adapters.settings
     bus = await adapters.bus()
-    checkpoints = await adapters.checkpoints()
+    streaming = settings.engine.worker_kind != "files"
+    checkpoints = await adapters.checkpoints() if streaming else None  # Redis, in distributed
     streams: list[StreamWorker] = []
     tasks: list[asyncio.Task[None]] = []
     device = None
