@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JS := client-sdk/js
 JS_STAMP := $(JS)/node_modules/.installed
+# pytest processes: most tests wait on servers, streams and subprocesses (the CPU is
+# idle about half the time with one), so two share the cores; the tests marked
+# `serial` (they stop or freeze a shared server) run alone afterwards
+TEST_WORKERS ?= 2
 
 .PHONY: run test test-js web lint typecheck layers pytest bench contract models clean help services services-stop run-distributed helm image
 
@@ -70,7 +74,8 @@ pytest: $(STAMP) $(JS_STAMP) services
 	scripts/services.sh speech
 	scripts/helm.sh tools
 	$(BIN)/voxwire models install
-	$(BIN)/pytest -q --durations=25
+	$(BIN)/pytest -q -n $(TEST_WORKERS) -m "not serial" --durations=25
+	$(BIN)/pytest -q -m serial --durations=5
 
 bench: $(STAMP) services
 	$(BIN)/voxwire models install

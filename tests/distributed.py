@@ -151,7 +151,9 @@ class DistributedPlatform:
             self.spawn("gateway")
             self.wait_ready()
             if self.worker_count:
-                wait_for_workers(settings.servers.kafka_bootstrap, self.namespace)
+                wait_for_workers(
+                    settings.servers.kafka_bootstrap, self.namespace, self.worker_count
+                )
         except BaseException:
             self.stop()  # nothing left running to answer the next tests' messages
             raise
@@ -295,24 +297,33 @@ class DistributedPlatform:
 # -- what the fault tests check ---------------------------------------------------------
 
 
-def wait_for_workers(bootstrap: str, namespace: str, timeout: float = 120) -> None:
-    """Until the default model's workers joined their Kafka groups: the gateway
-    refuses sessions of a model whose groups do not exist yet (``no_worker``)."""
-    from voxwire.bus.kafka import KafkaBus
+def wait_for_workers(bootstrap: str, namespace: str, count: int = 1, timeout: float = 120) -> None:
+    """Until ``count`` workers of the default model are members of its job and
+    stream groups, each with partitions: the gateway refuses sessions of a model
+    whose groups do not exist yet (``no_worker``), and a test that stops one of
+    several workers needs each to have its share of the jobs."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
     from voxwire.wire.pools import STREAM_GROUP, WORKER_GROUP
 
-    async def joined() -> None:
-        bus = KafkaBus(bootstrap)
-        try:
-            deadline = time.monotonic() + timeout
-            for group in (WORKER_GROUP, STREAM_GROUP):
-                while not await bus.has_group(f"{namespace}.{group}"):
-                    assert time.monotonic() < deadline, f"no worker joined {group}"
-                    await asyncio.sleep(0.2)
-        finally:
-            await bus.close()
-
-    asyncio.run(joined())
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    groups = [f"{namespace}.{group}" for group in (WORKER_GROUP, STREAM_GROUP)]
+    deadline = time.monotonic() + timeout
+    found: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        futures = admin.describe_consumer_groups(groups, request_timeout=5)
+        found = {group: future.result() for group, future in futures.items()}
+        if all(
+            g.state == ConsumerGroupState.STABLE
+            and len(g.members) >= count
+            and all(m.assignment.topic_partitions for m in g.members)
+            for g in found.values()
+        ):
+            return
+        time.sleep(0.2)
+    states = {name: (g.state, len(g.members)) for name, g in found.items()}
+    raise AssertionError(f"{count} worker(s) did not join {groups} in {timeout} s: {states}")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 120) -> None:

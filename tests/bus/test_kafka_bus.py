@@ -334,6 +334,7 @@ def _frozen(pid: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
+@pytest.mark.serial
 async def test_a_commit_the_broker_never_answers_fails_and_is_sent_again(kafka: Kafka) -> None:
     """A commit waits at most ``commit_timeout_s`` for the broker (its caller
     gets a BusError instead of hanging, here well before librdkafka's own 60 s
@@ -358,6 +359,7 @@ async def test_a_commit_the_broker_never_answers_fails_and_is_sent_again(kafka: 
     await again.close()
 
 
+@pytest.mark.serial
 async def test_a_consumer_that_does_not_rejoin_is_replaced(
     kafka: Kafka, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -27,7 +27,7 @@ from tests.distributed import (
 )
 from tests.helpers import EVAL_DIR, Listener, eval_with_text
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.serial]
 
 JOBS = 40
 FAULT_JOBS = 20

@@ -73,11 +73,16 @@ def _terminate_a_worker_mid_batch(platform: DistributedPlatform, *, handing_back
     def started() -> int:
         return _count(platform, "worker-0", r"job \S+ started")
 
+    batch_done = threading.Event()
+
     def terminate_mid_batch() -> None:
+        """Once worker-0 finished a job and runs the next; if the jobs all ran
+        elsewhere (their sids' partitions), once the batch is done."""
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (
-            _jobs_done(platform, "worker-0") >= 1 and started() > _jobs_done(platform, "worker-0")
-        ):
+        while time.monotonic() < deadline and not batch_done.is_set():
+            done = _jobs_done(platform, "worker-0")
+            if done >= 1 and started() > done:
+                break
             time.sleep(0.05)
         os.killpg(worker.pid, signal.SIGTERM)
         exit_code.append(worker.wait(60))
@@ -88,6 +93,7 @@ def _terminate_a_worker_mid_batch(platform: DistributedPlatform, *, handing_back
     try:
         transcripts = asyncio.run(_transcribe_all(platform, paths))
     finally:
+        batch_done.set()
         stopper.join()
 
     assert len(transcripts) == JOBS and all(t.text for t in transcripts)

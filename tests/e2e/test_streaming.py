@@ -113,7 +113,8 @@ def test_malformed_chunks_get_errors_and_spare_other_sessions(platform: Platform
     assert device.connect() == 0
     device.subscribe(f"transcription/{sid}/+")
     topic = created["audio_topic"]
-    for n, payload in ((0, b"\x00" * 3201), (5, b"\x00" * 3200), (1, b"\x00" * 3200)):
+    # an odd byte count, a chunk far ahead of its turn, then the next in order
+    for n, payload in ((0, b"\x00" * 3201), (1000, b"\x00" * 3200), (1, b"\x00" * 3200)):
         device.client.publish(f"{topic}/{n}", payload, qos=1).wait_for_publish(10)
     device.client.publish(created["control_topic"], b"not json", qos=1).wait_for_publish(10)
     device.client.publish(created["control_topic"], b'{"type": "end"}', qos=1).wait_for_publish(10)

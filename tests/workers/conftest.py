@@ -1,4 +1,5 @@
-"""Fixtures for engine tests: whisper.cpp engines on freshly converted models."""
+"""Fixtures for engine tests: whisper.cpp engines on freshly converted models,
+and faster-whisper on the shipped tiny.en."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.models.conftest import Converted
+from voxwire.workers.engines import create_engine
+from voxwire.workers.engines.faster_whisper import FasterWhisperEngine
 from voxwire.workers.engines.whispercpp import WhisperCppEngine
 
 
@@ -31,5 +34,15 @@ def whispercpp_engine(
 def f16_engine(model_files: dict[str, Path]) -> Iterator[WhisperCppEngine]:
     """One engine for behaviour that does not depend on the weights' type."""
     loaded = WhisperCppEngine(model_files["tiny.en"])
+    yield loaded
+    loaded.close()
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[FasterWhisperEngine]:
+    """faster-whisper on tiny.en (the default engine), loaded once for every test
+    here that needs a real one."""
+    loaded = create_engine("faster-whisper", "tiny.en")
+    assert isinstance(loaded, FasterWhisperEngine)
     yield loaded
     loaded.close()

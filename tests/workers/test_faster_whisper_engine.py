@@ -4,7 +4,6 @@ options and errors."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,14 +22,6 @@ from voxwire.workers.engines.windowed import looped, window_frames
 
 pytestmark = pytest.mark.timeout(300)
 OPTIONS = EngineOptions(language="en", beam_size=1, threads=2)
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[FasterWhisperEngine]:
-    loaded = create_engine("faster-whisper", "tiny.en")
-    assert isinstance(loaded, FasterWhisperEngine)
-    yield loaded
-    loaded.close()
 
 
 def _text(segments: list[Segment]) -> str:

@@ -5,7 +5,6 @@ delivered, and the jobs behind it in its partition complete and are committed.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from voxwire.core.errors import BusError
 from voxwire.wire.records import FIRST_WORKER_SEQ, FileJob
 from voxwire.wire.topics import JOBS_TOPIC, RESULTS_TOPIC
 from voxwire.workers.engine import Engine, EngineOptions
-from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
 from voxwire_client.messages import TranscriptMessage, is_terminal, parse_message
 
@@ -38,13 +36,6 @@ class RefusingBus(MemoryBus):
             self.refusals -= 1
             raise BusError("Local: Message timed out")
         await super().produce(topic, key, value)
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
-    loaded = create_engine("faster-whisper", "tiny.en")
-    yield loaded
-    loaded.close()
 
 
 async def test_a_job_whose_messages_the_bus_refused_runs_again_and_the_next_completes(

@@ -5,7 +5,6 @@ arrives, then runs again from the start and completes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,18 +17,10 @@ from voxwire.core.audio import float32_to_pcm16le
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC, REJOBS_TOPIC, RESULTS_TOPIC
 from voxwire.workers.engine import Engine, EngineOptions
-from voxwire.workers.engines import create_engine
 from voxwire.workers.file_worker import FileWorker
 from voxwire_client.messages import Message, ProgressMessage, TranscriptMessage, parse_message
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
-    loaded = create_engine("faster-whisper", "tiny.en")
-    yield loaded
-    loaded.close()
 
 
 def _job(blobs: LocalBlobStore, sid: str, repeats: int, version: int) -> bytes:

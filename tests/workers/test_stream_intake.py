@@ -78,7 +78,7 @@ def test_chunks_that_passed_each_other_are_taken_in_turn_and_the_end_waits_for_t
     assert passed.stream_ms == ordered.stream_ms == 5000
 
 
-def test_an_end_that_gives_up_drops_the_chunks_after_the_gap() -> None:
+def test_an_end_that_gives_up_takes_the_chunks_after_the_gap() -> None:
     stream = intake([])
     parts = chunks(np.zeros(16_000, dtype=np.float32))
     stream.push(0, parts[0], 0.1)
@@ -86,9 +86,11 @@ def test_an_end_that_gives_up_drops_the_chunks_after_the_gap() -> None:
     stream.push(5, parts[5], 0.3)
     assert stream.end(0.4) == [] and stream.missing == (1, 3)
     stream.end(30.4, give_up=True)
-    assert stream.ended and stream.stream_ms == CHUNK_MS and stream.missing is None
+    assert stream.ended and stream.stream_ms == 3 * CHUNK_MS and stream.missing is None
+    assert stream.next_chunk == 6
+    assert stream.push(1, parts[1], 30.5) == []  # behind what was taken: as a redelivery
     with pytest.raises(StreamClosedError, match="ended"):
-        stream.push(1, parts[1], 30.5)
+        stream.push(6, parts[6], 30.6)
 
 
 def test_a_chunk_too_far_ahead_raises_and_is_not_consumed() -> None:

@@ -4,7 +4,6 @@ Whisper's window, and what the engine hears in the lead stays out of the final."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import jiwer
@@ -24,7 +23,6 @@ from tests.workers.test_stream_pipeline import (
 )
 from voxwire.workers.endpointing import EndpointConfig
 from voxwire.workers.engine import EngineOptions, Segment, Word
-from voxwire.workers.engines import create_engine
 from voxwire.workers.engines.faster_whisper import FasterWhisperEngine
 from voxwire.workers.stream_intake import FinalWork, LikelyFinalWork, PartialWork, StreamIntake
 from voxwire.workers.stream_lead import WINDOW_MS, after_lead, lead_ms_for
@@ -108,14 +106,6 @@ def test_without_a_lead_setting_finals_come_alone() -> None:
     for index, chunk in enumerate(chunks(tone(7.0))):
         work += stream.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
     assert [len(w.lead) for w in work if type(w) is FinalWork] == [0]
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[FasterWhisperEngine]:
-    loaded = create_engine("faster-whisper", "tiny.en")
-    assert isinstance(loaded, FasterWhisperEngine)
-    yield loaded
-    loaded.close()
 
 
 def _normal(text: str) -> str:

@@ -21,7 +21,14 @@ from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream_checkpoints import MemoryCheckpoints
 from voxwire.workers.stream_worker import StreamWorker
 from voxwire_client.api import RedactMode, StreamRequest
-from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage, parse_message
+from voxwire_client.messages import (
+    ErrorMessage,
+    Message,
+    ProgressMessage,
+    SegmentMessage,
+    TranscriptMessage,
+    parse_message,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -230,6 +237,36 @@ async def test_a_redacting_stream_sends_no_card_number() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
     texts = [m.segment.text for m in out if isinstance(m, SegmentMessage)]
     assert texts and all(t == "my card is **** **** **** ****" for t in texts), texts
+
+
+async def test_an_end_that_waited_for_missing_chunks_ends_the_stream_without_them() -> None:
+    """Chunks 0 and 1, then 5 (2-4 never come), then the end: the end waits
+    ``end_wait_s`` for the gap, then the stream completes with every chunk
+    that came (5 too) and the client learns which chunks it lacks."""
+    bus, out = OwnedBus(), []
+    engine = ScriptedEngine(lambda a: "the quarterly budget")
+    worker = StreamWorker(bus, engine, EngineOptions(), vad_factory=EnergyVad, end_wait_s=0.5)
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await _until(lambda: bus.audio is not None)
+    start = StreamStart(sid="gap1", tenant_id="t1", request=StreamRequest())
+    await bus.produce(AUDIO_TOPIC, "gap1", start.encode())
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    parts = [data[i : i + size] for i in range(0, len(data), size)]
+    for n in (0, 1, 5):
+        await bus.produce(AUDIO_TOPIC, "gap1", published(f"audio/gap1/chunk/{n}", parts[n]))
+    await bus.produce(AUDIO_TOPIC, "gap1", published("audio/gap1/control", b'{"type": "end"}'))
+    await _until(lambda: any(isinstance(m, TranscriptMessage) for m in out), timeout=10)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    errors = [m for m in out if isinstance(m, ErrorMessage)]
+    assert [(e.code, e.fatal) for e in errors] == [("chunk_order", False)], errors
+    assert "chunks 2 to 4 never arrived" in errors[0].message
+    transcript = next(m for m in out if isinstance(m, TranscriptMessage))
+    assert transcript.duration_ms == 3 * CHUNK_MS  # chunks 0, 1 and 5
+    statuses = [m.status for m in out if isinstance(m, ProgressMessage)]
+    assert statuses[-1] == "completed", statuses
 
 
 async def test_garbage_on_the_audio_topic_leaves_a_neighbouring_stream_unaffected() -> None:

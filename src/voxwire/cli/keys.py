@@ -274,5 +274,7 @@ def _revoke_certificate(
     partial.chmod(0o644)
     partial.replace(crl)  # whole or not at all, for a broker that reads it meanwhile
     said = "was already in" if done.already else "added to"
+    # soft_wrap: the path stays on one line, to be copied
     console.print(f"certificate serial {done.serial:x} {said} {crl}; make the broker read it "
-                  "again (Mosquitto: SIGHUP; scripts/services.sh reload mosquitto)")  # fmt: skip
+                  "again (Mosquitto: SIGHUP; scripts/services.sh reload mosquitto)",
+                  soft_wrap=True)  # fmt: skip

@@ -34,7 +34,8 @@ class EngineOptions:
     window_s: int = 0
     """faster-whisper: encode a short clip on a window of this many seconds (at
     least the clip and 4 s more) instead of Whisper's 30 s, which costs less
-    (:mod:`voxwire.workers.engines.windowed`); 0: the whole 30 s."""
+    (:mod:`voxwire.workers.engines.windowed`); 0: the whole 30 s. A clip
+    decoded with a ``vocabulary`` always has the whole 30 s."""
     context_chars: int = 0
     """Live streams: the decode of a final (and of a likely final) is given at
     most this many characters of the stream's earlier finals as its prompt,

@@ -20,10 +20,10 @@ taken once the chunks before it came: with several bridges a stream's chunks
 reach the bus by different ways and may pass each other (a killed bridge's
 share of them comes only once it is back). An end that arrives while chunks
 wait is held too, and comes once they are taken; :meth:`StreamIntake.end` with
-``give_up`` ends without them (their gap reported as a :class:`ChunkOrderError`
-by the caller). A chunk further ahead raises :class:`ChunkOrderError` and is
-not consumed. Chunks are decoded by
-the stream's :class:`~voxwire.core.codecs.ChunkDecoder` (PCM16 by default). A
+``give_up`` takes the chunks that came and ends without those that did not
+(their gap reported as a :class:`ChunkOrderError` by the caller). A chunk
+further ahead raises :class:`ChunkOrderError` and is not consumed. Chunks are
+decoded by the stream's :class:`~voxwire.core.codecs.ChunkDecoder` (PCM16 by default). A
 chunk the decoder refuses (PCM with an odd byte count) raises
 :class:`~voxwire.core.errors.AudioError` and *is* consumed (its audio dropped:
 redelivery cannot fix it), so stream time counts accepted audio only; a chunk
@@ -301,20 +301,28 @@ class StreamIntake:
     def end(self, received_at: float, *, give_up: bool = False) -> list[IntakeWork]:
         """End of stream (signalled at ``received_at``): close the open segment
         and return its work. While chunks wait ahead of their turn the end waits
-        for them (and returns nothing), unless ``give_up``: then they are
-        dropped. A second call returns nothing."""
+        for them (and returns nothing), unless ``give_up``: then the chunks that
+        came are taken in order, without those that never did. A second call
+        returns nothing."""
         if self.ended:
             return []
         if self._waiting.chunks and not give_up:
             if self._waiting.end_at is None:
                 self._waiting.end_at = received_at
             return []
+        work: list[IntakeWork] = []
+        for chunk_seq in sorted(self._waiting.chunks):  # past the gaps
+            self.next_chunk = chunk_seq
+            try:
+                work += self._accept(*self._waiting.chunks[chunk_seq])
+            except AudioError as exc:
+                self._waiting.refused = self._waiting.refused or exc
         self._waiting = _Waiting(refused=self._waiting.refused)
         self.ended = True
         if self._tail.size:  # the last samples, too few for a VAD frame, belong to the segment
             self._buffer.append(self._tail)
             self._tail = np.empty(0, dtype=np.float32)
-        return self._handle(self._endpointer.end_of_stream(self._buffer.end_ms), received_at)
+        return work + self._handle(self._endpointer.end_of_stream(self._buffer.end_ms), received_at)
 
     def _handle(self, events: list[Event], decided_at: float) -> list[IntakeWork]:
         work: list[IntakeWork] = []

@@ -84,6 +84,14 @@ class _Opening:
     archive: LiveArchiver | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """Live streams held at most (0: no limit); how long an end waits for chunks."""
+
+    max_streams: int
+    end_wait_s: float
+
+
 class InvalidChunkError(AudioError):
     code = "invalid_chunk"
 
@@ -96,7 +104,8 @@ class TooManyStreamsError(VoxwireError):
 
 END_WAIT_S = 30.0
 """How long an end waits for the chunks before it that have not come (a killed
-bridge's share of them comes once it is back); then the stream ends without them."""
+bridge's share of them comes once it is back); then the stream ends without them
+(the chunks after them are transcribed)."""
 
 
 class StreamWorker:
@@ -115,6 +124,7 @@ class StreamWorker:
         threads: Sequence[int] = (),
         cores: int = 0,
         archive: LiveArchiver | None = None,
+        end_wait_s: float = END_WAIT_S,
     ) -> None:
         """``engines``: each transcribes one session's work at a time, on a thread
         of its own. ``batch_finals``: the finals of this many sessions at most
@@ -124,7 +134,8 @@ class StreamWorker:
         (per engine) and ``cores``: see :class:`~voxwire.workers.stream_scheduler.Scheduler`.
         ``archive``: where the streams' audio is kept (:mod:`voxwire.workers.live_archive`;
         None: not kept). ``pool``: the model whose streams it transcribes (None:
-        every stream); another model's are passed over (:mod:`voxwire.wire.pools`)."""
+        every stream); another model's are passed over (:mod:`voxwire.wire.pools`).
+        ``end_wait_s``: how long an end waits for the chunks before it."""
         self._bus = bus
         self._scheduler = Scheduler(
             engines, now=time.monotonic, batch_finals=batch_finals, threads=threads, cores=cores
@@ -133,7 +144,7 @@ class StreamWorker:
         self._checkpoints = checkpoints or MemoryCheckpoints()
         self._group = group
         self._pool_of_model = pool
-        self._max_streams = max_streams
+        self._limits = _Limits(max_streams, end_wait_s)
         self._live: dict[str, LiveSession] = {}  # the open sessions
         self._done: set[str] = set()  # every message out: later records are ignored
         self._unknown: set[str] = set()  # no start and no checkpoint seen
@@ -248,7 +259,7 @@ class StreamWorker:
         if sid in self._done:
             return False
         self._unknown.discard(sid)
-        full = 0 < self._max_streams <= len(self._live)
+        full = 0 < self._limits.max_streams <= len(self._live)
         live = self._open(start, start.encode(), None, partition)
         if full:
             self._refuse(live)
@@ -262,9 +273,9 @@ class StreamWorker:
         the next drain), rather than let every stream fall behind."""
         STREAMS_REFUSED.inc()
         sid = live.session.sid
-        log.warning("stream %s refused: %d live streams already", sid, self._max_streams)
+        log.warning("stream %s refused: %d live streams already", sid, self._limits.max_streams)
         error = TooManyStreamsError(
-            f"this worker already transcribes {self._max_streams} live streams, its limit",
+            f"this worker already transcribes {self._limits.max_streams} live streams, its limit",
             hint="retry in a minute, or add stream workers (max_streams sets the limit)",
             sid=sid,
         )
@@ -352,14 +363,15 @@ class StreamWorker:
         )
 
     async def _give_up_waiting_ends(self) -> None:
-        """End the streams whose end waited :data:`END_WAIT_S` for chunks that
-        never came, telling their clients which."""
+        """End the streams whose end waited ``end_wait_s`` (:data:`END_WAIT_S`)
+        for chunks that never came, with the chunks that came after them,
+        telling their clients which are missing."""
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(min(1.0, self._limits.end_wait_s / 4))
             now = time.monotonic()
             for live in list(self._live.values()):
                 session, since = live.session, live.session.end_waiting_since
-                if since is None or now - since < END_WAIT_S:
+                if since is None or now - since < self._limits.end_wait_s:
                     continue
                 first, last = session.missing or (session.next_chunk, session.next_chunk)
                 gap = ChunkOrderError(

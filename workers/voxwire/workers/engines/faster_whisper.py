@@ -214,10 +214,12 @@ class FasterWhisperEngine:
     ) -> tuple[Iterator[Any], Any]:
         """faster-whisper's segments (lazily, window by window) and its info; a
         short clip with ``window_s`` on a short window, decoded here, and again
-        on the whole window if it looped (:mod:`.windowed`)."""
+        on the whole window if it looped (:mod:`.windowed`). A session's
+        vocabulary keeps the whole window: on a short one the decoder followed
+        its prompt less (tests/e2e/test_vocabulary.py)."""
         model = self._model
         assert model is not None
-        frames = window_frames(samples.size, options.window_s)
+        frames = None if options.vocabulary else window_frames(samples.size, options.window_s)
 
         def run() -> tuple[Iterator[Any], Any]:
             return model.transcribe(  # type: ignore[no-any-return]
