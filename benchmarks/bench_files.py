@@ -5,7 +5,10 @@ transcribes the decoded eval files one after another; the pipeline run uploads
 the same files over HTTP at once and follows every session over MQTT with the
 SDK until its transcript arrives (decode, queueing, store, broker included).
 
-    .venv/bin/python benchmarks/bench_files.py [--repeat N] [--json out.json]
+    .venv/bin/python benchmarks/bench_files.py [--repeat N] [--model base]
+        [--set workers=2 --set threads=1] [--json out.json]
+
+``--set name=value`` sets a setting of the pipeline's platform by its flat name.
 """
 
 from __future__ import annotations
@@ -48,10 +51,16 @@ def bench_raw(
 
 
 async def bench_pipeline(
-    files: list[Path], engine: str, model: str, data_dir: Path
+    files: list[Path], engine: str, model: str, data_dir: Path, overrides: dict[str, str]
 ) -> tuple[float, float]:
     settings = Settings(
-        http_port=0, mqtt_port=0, ws_port=0, data_dir=data_dir, engine=engine, model=model
+        http_port=0,
+        mqtt_port=0,
+        ws_port=0,
+        data_dir=data_dir,
+        engine=engine,
+        model=model,
+        **overrides,
     )
     platform = build(settings)
     key = (await platform.ensure_key()).key
@@ -78,8 +87,12 @@ def main() -> int:
     )
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--engine", default=Settings().engine.name)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a pipeline setting"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    overrides = dict(item.split("=", 1) for item in args.set)
     files = eval_files()
     registry.resolve(args.model)  # whisper.cpp's file is built on first use
     options = EngineOptions(threads=Settings().engine.threads)
@@ -87,11 +100,15 @@ def main() -> int:
     for _ in range(args.repeat):
         raw.append(bench_raw(files, args.engine, args.model, options))
         with tempfile.TemporaryDirectory() as tmp:
-            pipe.append(asyncio.run(bench_pipeline(files, args.engine, args.model, Path(tmp))))
+            pipe.append(
+                asyncio.run(bench_pipeline(files, args.engine, args.model, Path(tmp), overrides))
+            )
     raw_audio, raw_wall = min(raw, key=lambda r: r[1])
     pipe_audio, pipe_wall = min(pipe, key=lambda r: r[1])
     raw_rate, pipe_rate = raw_audio / raw_wall, pipe_audio / pipe_wall
     print(f"files: {len(files)}, audio: {raw_audio:.1f} s, {args.engine}, model: {args.model}")
+    if overrides:
+        print("pipeline settings: " + ", ".join(f"{k}={v}" for k, v in overrides.items()))
     print(f"{'':<20}{'wall s':>10}{'audio s/s':>12}")
     print(f"{'raw engine':<20}{raw_wall:>10.2f}{raw_rate:>12.2f}")
     print(f"{'embedded pipeline':<20}{pipe_wall:>10.2f}{pipe_rate:>12.2f}")
