@@ -6,6 +6,7 @@ group prefix, PostgreSQL schema, Redis prefix)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import secrets
@@ -302,7 +303,7 @@ def wait_for_workers(bootstrap: str, namespace: str, count: int = 1, timeout: fl
     stream groups, each with partitions: the gateway refuses sessions of a model
     whose groups do not exist yet (``no_worker``), and a test that stops one of
     several workers needs each to have its share of the jobs."""
-    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka import ConsumerGroupState, KafkaException
     from confluent_kafka.admin import AdminClient
 
     from voxwire.wire.pools import STREAM_GROUP, WORKER_GROUP
@@ -313,7 +314,11 @@ def wait_for_workers(bootstrap: str, namespace: str, count: int = 1, timeout: fl
     found: dict[str, Any] = {}
     while time.monotonic() < deadline:
         futures = admin.describe_consumer_groups(groups, request_timeout=5)
-        found = {group: future.result() for group, future in futures.items()}
+        try:
+            found = {group: future.result(timeout=10) for group, future in futures.items()}
+        except (KafkaException, concurrent.futures.TimeoutError):  # e.g. NOT_COORDINATOR
+            time.sleep(0.5)
+            continue
         if all(
             g.state == ConsumerGroupState.STABLE
             and len(g.members) >= count

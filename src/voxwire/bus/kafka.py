@@ -21,6 +21,7 @@ enter, with the topic and key.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -137,8 +138,13 @@ class KafkaBus:
                     {"bootstrap.servers": self._bootstrap, "client.id": self._client_id}
                 )
             future = self._admin.describe_consumer_groups([group], request_timeout=timeout_s)
-            try:
-                found = future[group].result()
+            try:  # bounded here too: a coordinator that moves can hold the answer back
+                found = future[group].result(timeout=timeout_s + 1)
+            except concurrent.futures.TimeoutError as exc:
+                raise BusError(
+                    f"Kafka at {self._bootstrap} did not say within {timeout_s + 1:.0f} s "
+                    f"whether group {group} exists"
+                ) from exc
             except KafkaException as exc:
                 raise BusError(
                     f"cannot ask Kafka at {self._bootstrap} about group {group}: "
