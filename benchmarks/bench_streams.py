@@ -377,7 +377,7 @@ async def one_level(
 
 def offline_wer(audio: list[np.ndarray], refs: list[str]) -> float:
     engine = create_engine("faster-whisper", "tiny.en")
-    options = EngineOptions(threads=Settings().engine.threads)
+    options = EngineOptions()
     try:
         hyps = [" ".join(s.text for s in engine.transcribe(a, options)) for a in audio]
     finally:

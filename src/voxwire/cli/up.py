@@ -166,14 +166,17 @@ def _banner(
     new_key: str | None,
     device: str | None = None,
 ) -> None:
+    from voxwire.platform.roles import file_engines
+
     engine = settings.engine
+    files = len(file_engines(settings))
     on = f" on {device}" if device else ""
     lines = [
         f"[bold]web app[/]         {client.url}/app/   (sign in with the API key)",
         f"[bold]HTTP[/]            {client.url}   (API docs: {client.url}/docs)",
         f"[bold]MQTT[/]            {client.mqtt_url}",
         f"[bold]MQTT/WebSocket[/]  {client.ws_url}",
-        f"[bold]model[/]           {engine.model} · {engine.workers} engine instance(s){on}",
+        f"[bold]model[/]           {engine.model} · files on {files} engine instance(s){on}",
         f"[bold]data[/]            {settings.data_dir}",
     ]
     if new_key:

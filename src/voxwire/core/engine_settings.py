@@ -37,8 +37,13 @@ class EngineSettings(BaseModel):
     model: str = "tiny.en"
     language: str = "en"
     beam_size: int = Field(default=1, ge=1, le=8)
-    workers: int = Field(default=1, ge=1, le=32, description="engine instances")
-    threads: int = Field(default=2, ge=1, le=64, description="threads per engine instance")
+    workers: int = Field(default=0, ge=0, le=32, description=(
+        "engine instances for files, each running one job at a time (0: the CPU cores "
+        "divided by threads)"))  # fmt: skip
+    threads: int = Field(default=0, ge=0, le=64, description=(
+        "threads per engine instance for files (0: faster-whisper 1, whose second thread "
+        "scarcely sped a file up while a second 1-thread engine moved 1.5x the audio; "
+        "whispercpp the cores, at most 4, as its threads do speed a file up)"))  # fmt: skip
     stream_engines: int = Field(
         default=0,
         ge=0,

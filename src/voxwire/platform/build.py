@@ -41,6 +41,7 @@ from voxwire.platform.roles import (
     ROLES,
     Role,
     check_roles,
+    file_engines,
     start_bridge,
     start_gateway,
     start_worker,
@@ -148,7 +149,7 @@ class Platform:
             if "bridge" in self.roles:
                 self._tasks += await start_bridge(self.adapters)
             if "gateway" in self.roles:
-                workers = self.settings.engine.workers if "worker" in self.roles else 0
+                workers = len(file_engines(self.settings)) if "worker" in self.roles else 0
                 self._server, tasks = await start_gateway(self.adapters, workers, device)
                 self._tasks += tasks
         except BaseException:
