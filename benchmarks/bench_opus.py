@@ -20,6 +20,12 @@ final latency from the end of each sentence's speech in the audio (forced
 alignment) to the final's arrival at the stream's subscriber, p50 and p95,
 and sentences with no final (missed).
 
+Offsets. ``--offsets 0,8,16,24`` plays every codec's recordings after each of
+those ms of silence, so that each sound falls elsewhere in the VAD's 32 ms
+frames, and prints each codec's WER as the mean over the offsets (and the
+range): a comparison of codecs that a few ms of shift cannot tip either way.
+Word errors per recording (``--per-recording``) are summed over the offsets.
+
 Noise floor. With ``--noise`` the same PCM16 audio is also played nudged by
 what no listener would notice (``--shifts``: 8 and 16 ms of silence before it,
 which moves every sound against the VAD's 32 ms frames; ``--gains``: +-0.5 dB):
@@ -34,7 +40,7 @@ cores; ``--full`` plays all of them (24, 212 s of speech).
     .venv/bin/python benchmarks/bench_opus.py [--full | --limit N]
         [--bitrates 12000,16000,24000] [--frame-ms 20] [--application voip]
         [--streams 4] [--offline] [--noise [--shifts 8,16] [--gains -0.5,0.5]]
-        [--per-recording] [--engine faster-whisper] [--model tiny.en]
+        [--per-recording] [--offsets 0,8,16,24] [--engine faster-whisper] [--model tiny.en]
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jiwer
 import numpy as np
@@ -132,7 +139,7 @@ def offline_text(engine: Engine, samples: Audio) -> str:
     return " ".join(s.text for s in engine.transcribe(samples, OPTIONS))
 
 
-def latencies(codecs: list[Codec], streams: int, frame_ms: int) -> dict[str, dict]:
+def latencies(codecs: list[Codec], streams: int, frame_ms: int) -> dict[str, dict[str, Any]]:
     """Per codec: ``streams`` real-time streams started together (bench_streams)."""
     audio, refs = utterances()
     run = Run(joined(audio), refs, align(audio), seed=7)
@@ -159,6 +166,9 @@ def main() -> None:
     parser.add_argument("--shifts", default="8,16", help="ms of silence before the audio")
     parser.add_argument("--gains", default="-0.5,0.5", help="gains in dB")
     parser.add_argument("--per-recording", action="store_true", help="word errors per recording")
+    parser.add_argument(
+        "--offsets", default="0", help="ms of silence before every codec's audio, WER averaged"
+    )
     args = parser.parse_args()
     items = eval_with_text()[: None if args.full else args.limit]
     audios: list[Audio] = [decode(i.path.read_bytes(), max_seconds=600).samples for i in items]
@@ -175,26 +185,19 @@ def main() -> None:
                    for db in args.gains.split(",")]  # fmt: skip
     engine = create_engine(args.engine, args.model)
     words = sum(len(normalize(r).split()) for r in refs)
+    offsets = [int(ms) for ms in args.offsets.split(",")]
     print(f"{len(items)} recordings, {seconds:.0f} s of speech, {words} words (1 word ~ "
-          f"{100 / words:.2f} pt), {args.engine} {args.model}", flush=True)  # fmt: skip
-    rows: dict[str, dict] = {}
+          f"{100 / words:.2f} pt), {args.engine} {args.model}, played at offsets "
+          f"{', '.join(map(str, offsets))} ms", flush=True)  # fmt: skip
+    rows: dict[str, dict[str, Any]] = {}
     for c in codecs:
-        sent = [c.chunks(a, args.frame_ms, args.application) for a in audios]
-        config = StreamConfig(codec=c.codec, frame_ms=args.frame_ms)
-        finals = [stream_text(engine, *s, config) for s in sent]
-        hyps = [" ".join(f) for f in finals]
-        row = {
-            "kbit_s": sum(len(x) for chunks, _ in sent for x in chunks) * 8 / seconds / 1000,
-            "wer": corpus_wer(refs, hyps),
-            "errors": [word_errors(r, h) for r, h in zip(refs, hyps, strict=True)],
-            "finals": [len(f) for f in finals],
-        }
-        decodes = [decoded(chunks, c.codec, args.frame_ms) for chunks, _ in sent]
-        row["decode_ms_s"] = sum(t for _, t in decodes) / seconds * 1000
-        if args.offline:
-            row["offline"] = corpus_wer(refs, [offline_text(engine, a) for a, _ in decodes])
-        rows[c.label] = row
-        print(f"  {c.label}: WER {row['wer']:.3f}", file=sys.stderr, flush=True)
+        plays = []
+        for ms in offsets:
+            silence = np.zeros(ms * 16, dtype=np.float32)
+            moved = [np.concatenate([silence, a]) for a in audios]
+            plays.append(play(engine, c, moved, refs, args))
+            print(f"  {c.label} +{ms} ms: WER {plays[-1]['wer']:.3f}", file=sys.stderr, flush=True)
+        rows[c.label] = averaged(plays)
     engine.close()
     played = [c for c in codecs if not c.nudged]
     live = latencies(played, args.streams, args.frame_ms) if args.streams else {}
@@ -203,13 +206,49 @@ def main() -> None:
         per_recording([i.id for i in items], rows)
 
 
+def play(
+    engine: Engine, c: Codec, audios: list[Audio], refs: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """One codec's row: every recording streamed through a stream session."""
+    seconds = sum(len(a) for a in audios) / 16_000
+    sent = [c.chunks(a, args.frame_ms, args.application) for a in audios]
+    config = StreamConfig(codec=c.codec, frame_ms=args.frame_ms)
+    finals = [stream_text(engine, *s, config) for s in sent]
+    hyps = [" ".join(f) for f in finals]
+    row = {
+        "kbit_s": sum(len(x) for chunks, _ in sent for x in chunks) * 8 / seconds / 1000,
+        "wer": corpus_wer(refs, hyps),
+        "errors": [word_errors(r, h) for r, h in zip(refs, hyps, strict=True)],
+        "finals": [len(f) for f in finals],
+    }
+    decodes = [decoded(chunks, c.codec, args.frame_ms) for chunks, _ in sent]
+    row["decode_ms_s"] = sum(t for _, t in decodes) / seconds * 1000
+    if args.offline:
+        row["offline"] = corpus_wer(refs, [offline_text(engine, a) for a, _ in decodes])
+    return row
+
+
+def averaged(plays: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from a codec's plays at several offsets: the mean of each figure,
+    the WER of every play (``wers``), word errors and finals summed per recording."""
+    row: dict[str, Any] = {
+        key: float(np.mean([p[key] for p in plays]))
+        for key in ("kbit_s", "wer", "decode_ms_s", "offline")
+        if key in plays[0]
+    }
+    row["wers"] = [p["wer"] for p in plays]
+    for key in ("errors", "finals"):
+        row[key] = [sum(each) for each in zip(*(p[key] for p in plays), strict=True)]
+    return row
+
+
 def word_errors(ref: str, hyp: str) -> int:
     """Substitutions, deletions and insertions of ``hyp`` against ``ref``."""
     out = jiwer.process_words(normalize(ref), normalize(hyp) or "<empty>")
     return int(out.substitutions + out.deletions + out.insertions)
 
 
-def per_recording(ids: list[str], rows: dict[str, dict]) -> None:
+def per_recording(ids: list[str], rows: dict[str, dict[str, Any]]) -> None:
     """Word errors (and finals) of each recording whose errors differ between rows."""
     labels = list(rows)
     print(f"\n{'word errors (finals)':<36}" + "".join(f"{x:>16}" for x in labels))
@@ -222,9 +261,12 @@ def per_recording(ids: list[str], rows: dict[str, dict]) -> None:
     print(f"{'all':<36}" + "".join(f"{t:>16}" for t in totals))
 
 
-def report(rows: dict[str, dict], live: dict[str, dict], streams: int) -> None:
+def report(rows: dict[str, dict[str, Any]], live: dict[str, dict[str, Any]], streams: int) -> None:
     base = rows["pcm16"]
     head = f"{'codec':<16}{'kbit/s':>8}{'WER':>7}{'vs PCM':>9}{'decode ms/s':>12}"
+    spread = len(base["wers"]) > 1
+    if spread:
+        head += f"{'WER min-max':>14}"
     if "offline" in base:
         head += f"{'file WER':>10}{'vs PCM':>9}"
     if live:
@@ -235,6 +277,8 @@ def report(rows: dict[str, dict], live: dict[str, dict], streams: int) -> None:
             f"{label:<16}{r['kbit_s']:8.1f}{r['wer']:7.3f}"
             f"{(r['wer'] - base['wer']) * 100:+7.1f}pt{r['decode_ms_s']:12.2f}"
         )
+        if spread:
+            line += f"{min(r['wers']):8.3f}-{max(r['wers']):.3f}"
         if "offline" in r:
             line += f"{r['offline']:10.3f}{(r['offline'] - base['offline']) * 100:+7.1f}pt"
         if label in live:

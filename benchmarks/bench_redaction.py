@@ -14,6 +14,10 @@ measured in the same run: normalising the same text (what matching already
 does to every final).
 
     .venv/bin/python benchmarks/bench_redaction.py [--rounds 20] [--baseline main] [--missed]
+        [--spoken spoken-base.jsonl]
+
+``--spoken`` scores another spoken set, e.g. one written by base
+(``make_spoken_pii.py --model base --out spoken-base.jsonl``).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.core.redaction.labelled import labelled, scores  # noqa: E402
-from tests.core.redaction.spoken import spoken_scores  # noqa: E402
+from tests.core.redaction.spoken import SPOKEN, spoken_scores  # noqa: E402
 from voxwire.core.normalization import normalize  # noqa: E402
 from voxwire.core.redaction import Redactor  # noqa: E402
 from voxwire_client.api import RedactMode  # noqa: E402
@@ -74,14 +78,14 @@ def baseline(revision: str) -> Any:
     return loaded["redaction"].Redactor()
 
 
-def tables(name: str, find: Callable[[str], Any], missed: bool) -> None:
+def tables(name: str, find: Callable[[str], Any], missed: bool, spoken: Path) -> None:
     by_entity, total = scores(find)
     print(f"\n{name}: labelled set (written)")
     print(f"{'entity':<15} {'precision':>9} {'recall':>7}")
     for entity, s in sorted(by_entity.items()):
         print(f"{entity:<15} {s.precision:>9.2f} {s.recall:>7.2f}")
     print(f"{'all':<15} {total.precision:>9.2f} {total.recall:>7.2f}")
-    spoken_by, spoken_total, not_hidden = spoken_scores(find)
+    spoken_by, spoken_total, not_hidden = spoken_scores(find, spoken)
     print(f"\n{name}: spoken set (espeak-ng, then the engine)")
     print(f"{'entity':<15} {'said':>5} {'recall':>7} {'found':>6} {'precision':>9}")
     for entity, t in sorted(spoken_by.items()):
@@ -108,6 +112,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--baseline", default="main", help="a git revision to compare with")
     parser.add_argument("--missed", action="store_true", help="print the spoken items missed")
+    parser.add_argument(
+        "--spoken", type=Path, default=SPOKEN, help="another spoken set (make_spoken_pii.py --out)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     redactor = Redactor()
@@ -116,8 +123,8 @@ def main() -> None:
 
     before = baseline(args.baseline) if args.baseline else None
     if before is not None:
-        tables(f"before ({args.baseline})", before.find, args.missed)
-    tables("now", redactor.find, args.missed)
+        tables(f"before ({args.baseline})", before.find, args.missed, args.spoken)
+    tables("now", redactor.find, args.missed, args.spoken)
     speech = [json.loads(line)["text"] for line in EVAL.read_text().splitlines()]
     speech = [t for t in speech if t]
 

@@ -25,9 +25,9 @@ class Spoken:
     """The character ranges of ``text`` that must not survive redaction."""
 
 
-def spoken() -> list[Spoken]:
+def spoken(path: Path = SPOKEN) -> list[Spoken]:
     found = []
-    for line in SPOKEN.read_text().splitlines():
+    for line in path.read_text().splitlines():
         row = json.loads(line)
         span = tuple(row["span"]) if row["span"] else None
         secret = tuple((s, e) for s, e in row["secret"])
@@ -62,14 +62,14 @@ class SpokenScore:
 
 
 def spoken_scores(
-    find: Callable[[str], list[Finding]],
+    find: Callable[[str], list[Finding]], path: Path = SPOKEN
 ) -> tuple[dict[str, SpokenScore], SpokenScore, list[Spoken]]:
     """Recall per entity said (items whose secret is all hidden), precision per
     entity found (findings that overlap what was said), in all; and the items missed."""
     by_entity: dict[str, SpokenScore] = {}
     total = SpokenScore()
     missed = []
-    for item in spoken():
+    for item in spoken(path):
         found = [f for f in find(item.text) if f.entity != "NUMBER" or item.entity]
         if item.entity is not None and item.secret:
             score = by_entity.setdefault(item.entity, SpokenScore())
