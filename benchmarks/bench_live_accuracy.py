@@ -64,8 +64,9 @@ from voxwire.core.audio import SAMPLE_RATE, decode
 from voxwire.core.config import Settings
 from voxwire.models import registry
 from voxwire.platform import Platform, build
-from voxwire.workers.engine import EngineOptions
+from voxwire.workers.engine import EngineOptions, Segment
 from voxwire.workers.engines import create_engine
+from voxwire.workers.skipped_speech import transcribe_heard
 from voxwire_client import AsyncClient
 
 VOICES = (
@@ -205,21 +206,24 @@ class Case:
 
 def file_texts(cases: list[Case]) -> list[str]:
     """Each case's transcript as the file path makes it: the whole recording,
-    the file worker's options (the server's engine settings)."""
+    the file worker's options (the server's engine settings), speech the
+    decoder skipped decoded again (:mod:`voxwire.workers.skipped_speech`)."""
     settings = Settings().engine
     engine = create_engine("faster-whisper", settings.model)
     options = EngineOptions(
         language=settings.language,
         beam_size=settings.beam_size,
-        threads=settings.threads,
         word_timestamps=settings.word_timestamps,
     )
+    texts = []
     try:
-        return [
-            " ".join(s.text for s in engine.transcribe(_samples(c.pcm), options)) for c in cases
-        ]
+        for case in cases:
+            heard: list[Segment] = []
+            transcribe_heard(engine, _samples(case.pcm), options, heard.append)
+            texts.append(" ".join(s.text for s in heard))
     finally:
         engine.close()
+    return texts
 
 
 def _samples(pcm: bytes) -> np.ndarray:

@@ -61,7 +61,9 @@ def gateway(
 
 
 def worker(
-    workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="engine instances for files [default: by cores]")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="model name or ggml path")] = None,
     serve: Annotated[
         str | None,

@@ -51,7 +51,9 @@ def up(
             "en=tiny.en,*=base"
         ),
     ] = None,
-    workers: Annotated[int | None, typer.Option(help="engine instances [default 1]")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="engine instances for files [default: by cores]")
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="where sessions and audio are kept")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log more")] = False,
     distributed: Annotated[

@@ -22,6 +22,7 @@ from voxwire.core.config import Settings
 from voxwire.core.readiness import Pingable, Readiness
 from voxwire.platform.brokers import BROKERS, BrokerLink
 from voxwire.platform.choices import BLOBS, BUSES, SEARCHES, STORES, Index, choose
+from voxwire.sessions.pools import PoolCheck
 from voxwire.store import Store
 from voxwire.workers.stream_checkpoints import Checkpoints
 
@@ -40,8 +41,8 @@ bus and in-process checkpoints have none."""
 
 
 class Adapters:
-    """Store, bus, search, blobs, broker and access of one process; ``settings``
-    follows what was bound (ports of 0)."""
+    """Store, bus, search, blobs, broker, access and the pool check of one
+    process; ``settings`` follows what was bound (ports of 0)."""
 
     def __init__(self, settings: Settings, stack: AsyncExitStack, role: str) -> None:
         self.settings = settings
@@ -54,6 +55,7 @@ class Adapters:
         self._broker: BrokerLink | None = None
         self._access: AccessControl | None = None
         self._tokens: TokenIssuer | None = None
+        self._pools: PoolCheck | None = None
         self.readiness = Readiness()
 
     async def enter(self, opened: AbstractAsyncContextManager[T]) -> T:
@@ -94,6 +96,12 @@ class Adapters:
             self._search = await self.enter(opener(self.settings, self._role))
             self._watch("search", self.settings.search, self._search)
         return self._search
+
+    async def pools(self) -> PoolCheck:
+        """Whether a worker serves a model: one cache for the gateway and the bridge."""
+        if self._pools is None:
+            self._pools = PoolCheck(await self.bus(), self.settings)
+        return self._pools
 
     def _watch(self, adapter: str, name: str, opened: object) -> None:
         check = CHECK_NAMES.get((adapter, name))

@@ -45,7 +45,6 @@ from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.brokers import ingest, publisher
 from voxwire.sessions.parts import PartUploads
-from voxwire.sessions.pools import PoolCheck
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import UploadService
 from voxwire.wire.pools import Lane, Pool
@@ -268,7 +267,7 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     relay = ResultRelay(bus, store, publishing, expiry_s=settings.limits.message_expiry_s)
     indexer = SegmentIndexer(bus, store, index)
     access = await adapters.access()
-    pools = PoolCheck(bus, settings)
+    pools = await adapters.pools()
     streams = StreamService(store, bus, access, settings, pools)
     blobs = adapters.blobs()
     parts = PartUploads(blobs, UploadService(settings, store, bus, blobs, access, pools), store)
@@ -334,7 +333,7 @@ async def start_gateway(
         access=access,
         tokens=adapters.tokens(),
         readiness=adapters.readiness,
-        pools=PoolCheck(bus, adapters.settings),
+        pools=await adapters.pools(),
     )
     config = uvicorn.Config(
         create_app(context),

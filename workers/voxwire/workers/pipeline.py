@@ -24,6 +24,7 @@ from voxwire.workers.engine import (
     Segment,
     TranscriptionAborted,
 )
+from voxwire.workers.skipped_speech import transcribe_heard
 from voxwire.workers.speakers.encoder import shared_encoder
 from voxwire.workers.speakers.files import DiarizationOptions, Turn, diarize, split_segment
 from voxwire.workers.transcript import TranscriptBuilder, words_between, words_of
@@ -74,8 +75,9 @@ def run_file_job(
     With ``language`` "auto" the language is detected on the first speech, then
     kept for the whole file. With diarization the speaker turns are found first,
     and a segment in which the speaker changes is split there
-    (:mod:`voxwire.workers.speakers.files`). The job's task (translate: the text
-    in English) is the engine's, whatever ``options`` said."""
+    (:mod:`voxwire.workers.speakers.files`). Speech the decoder skipped is
+    decoded again (:mod:`voxwire.workers.skipped_speech`). The job's task
+    (translate: the text in English) is the engine's, whatever ``options`` said."""
     options = replace(options, task=job.task.value)
     builder = TranscriptBuilder(
         job.sid,
@@ -111,7 +113,7 @@ def run_file_job(
         if options.language in AUTO:
             builder.detected(*detect_language(audio, engine, options))
             options = replace(options, language=builder.language or "en")
-        engine.transcribe(audio, options, on_segment=on_segment, abort=abort)
+        transcribe_heard(engine, audio, options, on_segment, abort)
     except TranscriptionAborted:
         raise  # the job goes back to the bus; its next run emits it all again
     except VoxwireError as exc:
