@@ -1,6 +1,6 @@
 """Speech the decoder skipped in a file is decoded again: against scripted
 engines that skip (and a VAD that hears the audio's non-zero stretches), and
-with faster-whisper on a conversation whose decode ends its window early."""
+with faster-whisper and Silero reading what a failed first decode skipped."""
 
 from __future__ import annotations
 
@@ -143,26 +143,61 @@ def test_a_skip_before_the_first_segment_is_not_decoded_again() -> None:
     assert engine.calls == [10_000]
 
 
+class EndsEarly:
+    """A real engine whose first decode fails as faster-whisper's did on a noisy
+    conversation (bench_live_accuracy.py --seed 37, conversation 2 at 20 dB,
+    26 s, 59 of 77 words lost): it keeps the first segment, then ends the
+    window with a few words aligned to its last second. Later decodes are the
+    engine's own. (That conversation failed so on this machine, but not in
+    every test run: a failure on the edge is not a test's footing.)"""
+
+    name = "ends-early"
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.calls = 0
+
+    def transcribe(
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
+    ) -> list[Segment]:
+        self.calls += 1
+        if self.calls > 1:
+            return self.engine.transcribe(audio, options, on_segment, abort)
+        first = self.engine.transcribe(audio, options)[:1]
+        end_ms = audio.size * 1000 // RATE
+        late = _segment(end_ms - 800, end_ms, "support Team In")
+        for segment in [*first, late]:
+            if on_segment is not None:
+                on_segment(segment)
+        return [*first, late]
+
+    def close(self) -> None:
+        pass
+
+
 @pytest.mark.timeout(300)
-def test_a_conversation_whose_decoder_ended_its_window_early_keeps_its_words(
-    engine: Engine,
-) -> None:
-    """bench_live_accuracy's set 37, conversation 2 at 20 dB (three espeak-ng
-    voices, 26 s): faster-whisper alone stops after its second sentence."""
+def test_a_real_decode_that_ended_its_window_early_is_read_to_the_end(engine: Engine) -> None:
+    """Three voices (espeak-ng) for 20-30 s; Silero finds the speech skipped,
+    faster-whisper reads it on the second decode."""
     import tempfile
 
     import bench_live_accuracy as bench
 
     with tempfile.TemporaryDirectory() as tmp:
         conversation = bench.conversations(4, 5, 37, Path(tmp))[1]
-    audio = bench._samples(bench.pcm16(bench.noisy(conversation, "20", 38)))
+    audio = conversation.audio
     reference = " ".join(conversation.refs)
     options = EngineOptions(language="en", word_timestamps=True)
-    alone = " ".join(s.text for s in engine.transcribe(audio, options))
-    assert corpus_wer([reference], [alone]) > 0.5, alone  # the failure this guards against
+    failing = EndsEarly(engine)
     heard: list[Segment] = []
-    transcribe_heard(engine, audio, options, heard.append)
+    transcribe_heard(failing, audio, options, heard.append)
     text = " ".join(s.text for s in heard)
+    assert failing.calls == 2, text
+    assert "Team In" not in text
     assert corpus_wer([reference], [text]) < 0.35, text
     assert [s.start_ms for s in heard] == sorted(s.start_ms for s in heard)
-    assert heard[-1].end_ms > 22_000  # the last turn starts at 22.2 s
+    assert heard[-1].end_ms > conversation.turns[-1].start_s * 1000
