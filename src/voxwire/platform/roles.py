@@ -124,8 +124,8 @@ def file_engines(settings: Settings) -> list[int]:
     for faster-whisper and of up to 4 for whisper.cpp (whose threads speed up a
     file: 1.8x on 2, where faster-whisper's did not; README, Engines)."""
     cores = cpu_cores()
-    threads = settings.engine.threads or (1 if settings.engine.name == "faster-whisper" else 0)
-    threads = threads or min(4, cores)
+    by_engine = 1 if settings.engine.name == "faster-whisper" else min(4, cores)
+    threads = settings.engine.threads or by_engine
     return [threads] * (settings.engine.workers or max(1, cores // threads))
 
 
