@@ -11,6 +11,7 @@ import pytest
 
 from tests.helpers import (
     EVAL_DIR,
+    SAME_WORDS_MARGIN,
     UTTERANCES,
     Listener,
     PlatformThread,
@@ -18,6 +19,7 @@ from tests.helpers import (
     eval_items,
     joined_utterances,
     pcm16,
+    word_errors,
 )
 from voxwire.core.audio import decode, pcm16le_to_float32
 from voxwire.core.codecs import opus_packets
@@ -50,10 +52,10 @@ def test_one_final_per_utterance_with_partials_first(platform: PlatformThread) -
         index = partial.segment.index  # type: ignore[union-attr]
         assert partial.seq < finals[index].seq
     assert [m.seq for m in events] == sorted({m.seq for m in events})
-    offline = _offline_wer(platform, refs)
-    streamed = corpus_wer(refs, [f.segment.text for f in finals])  # type: ignore[union-attr]
-    print(f"stream WER {streamed:.4f}, offline WER {offline:.4f}")
-    assert streamed <= offline + 0.02
+    offline = _offline_texts(platform)
+    streamed = [f.segment.text for f in finals]  # type: ignore[union-attr]
+    print(f"stream WER {corpus_wer(refs, streamed):.4f}, offline {corpus_wer(refs, offline):.4f}")
+    assert word_errors(refs, streamed) <= word_errors(refs, offline) + SAME_WORDS_MARGIN
     assert result.text and len(result.segments) == len(UTTERANCES)
 
 
@@ -81,19 +83,19 @@ def test_an_opus_stream_transcribes_like_pcm_and_outlives_bad_packets(
     assert len(opus.segments) == len(UTTERANCES), [s.text for s in opus.segments]
     for segment, (start, end) in zip(opus.segments, spans, strict=True):
         assert start - 500 <= segment.start_ms and segment.end_ms <= end + 500
-    opus_wer = corpus_wer(refs, [s.text for s in opus.segments])
-    pcm_wer = corpus_wer(refs, [s.text for s in linear.segments])
+    heard = [s.text for s in opus.segments]
+    linear_heard = [s.text for s in linear.segments]
     sent = sum(map(len, packets))
+    opus_wer, pcm_wer = corpus_wer(refs, heard), corpus_wer(refs, linear_heard)
     print(f"{sent} bytes of Opus, {len(pcm)} of PCM; WER {opus_wer:.3f} vs {pcm_wer:.3f}")
-    assert opus_wer <= pcm_wer + 0.02
+    assert word_errors(refs, heard) <= word_errors(refs, linear_heard) + SAME_WORDS_MARGIN
 
 
-def _offline_wer(platform: PlatformThread, refs: list[str]) -> float:
+def _offline_texts(platform: PlatformThread) -> list[str]:
     """The same utterances as file jobs."""
     items = {item.id: item for item in eval_items()}
     with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
-        texts = [client.transcribe(items[name].path).text for name in UTTERANCES]
-    return corpus_wer(refs, texts)
+        return [client.transcribe(items[name].path).text for name in UTTERANCES]
 
 
 def test_silence_and_noise_give_no_text(platform: PlatformThread) -> None:
