@@ -22,7 +22,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
-from tests.helpers import PlatformThread, joined_utterances
+from tests.helpers import UTTERANCES, PlatformThread, eval_items, joined_utterances
 from voxwire.core.config import Settings
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
@@ -80,6 +80,12 @@ def _spki_sha256(cert: Path) -> str:
     public = x509.load_pem_x509_certificate(cert.read_bytes()).public_key()
     der = public.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
     return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def microphone_speech_s() -> float:
+    """How long the fake microphone takes to say every utterance (with the
+    silence before them and a second after each)."""
+    return SILENCE_S + sum(item.duration_s + 1 for item in eval_items() if item.id in UTTERANCES)
 
 
 @pytest.fixture(scope="module")

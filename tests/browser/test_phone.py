@@ -23,13 +23,12 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.browser.conftest import SILENCE_S, Steps
+from tests.browser.conftest import Steps, microphone_speech_s
 from tests.helpers import (
     CAPTURE_WORDS_MARGIN,
     UTTERANCES,
     PlatformThread,
     corpus_wer,
-    eval_items,
     word_errors,
 )
 
@@ -169,12 +168,11 @@ def stream_on(
         page.wait_for_timeout(outage_s * 1000)
         context.set_offline(False)
         page.wait_for_selector("#live-view .session[data-connection=live]", timeout=30_000)
-    played = [item for item in eval_items() if item.id in UTTERANCES]
-    speech_s = SILENCE_S + sum(item.duration_s + 1 for item in played)
+    speech_s = microphone_speech_s()
     with contextlib.suppress(PlaywrightTimeout):  # fewer finals than utterances: WER tells
         page.wait_for_function(
             "n => document.querySelectorAll('#live-view li[data-final=true]').length >= n",
-            arg=len(played),
+            arg=len(UTTERANCES),
             timeout=int((speech_s + 30) * 1000),
         )
     page.wait_for_timeout(1000)

@@ -17,7 +17,7 @@ import webvtt
 from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.browser.conftest import SILENCE_S, Steps, open_app, search_until_found
+from tests.browser.conftest import Steps, microphone_speech_s, open_app, search_until_found
 from tests.helpers import (
     CAPTURE_WORDS_MARGIN,
     UTTERANCES,
@@ -155,9 +155,7 @@ def test_live_microphone_gives_partials_then_finals_within_the_stream_bound(
     page.fill("#live-prompts", "a thousand thoughts")  # said in the third utterance
     steps.shot(page, "live-tab")
     page.evaluate(KEEP_PARTIALS)
-    speech_s = SILENCE_S + sum(
-        item.duration_s + 1 for item in eval_items() if item.id in UTTERANCES
-    )
+    speech_s = microphone_speech_s()
     page.click("#record")
     page.wait_for_selector("#record[data-recording=true]", timeout=30_000)
     # a slow machine may show the first final before any partial: wait for either

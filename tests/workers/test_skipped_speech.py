@@ -5,6 +5,7 @@ with faster-whisper and Silero reading what a failed first decode skipped."""
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,6 +41,14 @@ def _segment(start_ms: int, end_ms: int, text: str) -> Segment:
     return Segment(start_ms, end_ms, text, words=timed)
 
 
+def _replay(segments: list[Segment], on_segment: SegmentCallback | None) -> list[Segment]:
+    """What an engine does with its segments: each to ``on_segment``, then all."""
+    for segment in segments:
+        if on_segment is not None:
+            on_segment(segment)
+    return segments
+
+
 def _speech(seconds: float, *stretches: tuple[float, float]) -> Audio:
     audio = np.zeros(int(seconds * RATE), dtype=np.float32)
     for start, end in stretches:
@@ -66,11 +75,7 @@ class SkippingEngine:
     ) -> list[Segment]:
         length = audio.size * 1000 // RATE
         self.calls.append(length)
-        segments = self.script[length]
-        for segment in segments:
-            if on_segment is not None:
-                on_segment(segment)
-        return segments
+        return _replay(self.script[length], on_segment)
 
     def close(self) -> None:
         pass
@@ -170,10 +175,7 @@ class EndsEarly:
         first = self.engine.transcribe(audio, options)[:1]
         end_ms = audio.size * 1000 // RATE
         late = _segment(end_ms - 800, end_ms, "support Team In")
-        for segment in [*first, late]:
-            if on_segment is not None:
-                on_segment(segment)
-        return [*first, late]
+        return _replay([*first, late], on_segment)
 
     def close(self) -> None:
         pass
@@ -183,8 +185,6 @@ class EndsEarly:
 def test_a_real_decode_that_ended_its_window_early_is_read_to_the_end(engine: Engine) -> None:
     """Three voices (espeak-ng) for 20-30 s; Silero finds the speech skipped,
     faster-whisper reads it on the second decode."""
-    import tempfile
-
     import bench_live_accuracy as bench
 
     with tempfile.TemporaryDirectory() as tmp:
