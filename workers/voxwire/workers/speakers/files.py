@@ -4,10 +4,15 @@
 
 1. Silero VAD marks the speech (32 ms frames, probability >= 0.5);
 2. the speech is laid end to end (pauses cut out, so that no window is half
-   silence) and cut into windows of 1.6 s every :attr:`DiarizationOptions.hop_ms`;
+   silence) and cut into windows of 1.6 s every :attr:`DiarizationOptions.hop_ms`,
+   which never reach across a pause of :data:`SPLIT_PAUSE_MS` or more: voices
+   change at such pauses, and a window that hears two voices is neither's (windows
+   across turns made a third speaker of two alternating espeak-ng voices). A
+   stretch of speech shorter than a window gets one window centred on it;
 3. each window gets its embedding (:mod:`.encoder`) and the windows are clustered
    (:mod:`.clustering`): the count of speakers is found, or kept within bounds;
-4. each 10 ms of speech takes the speaker of the window centred nearest to it;
+4. each 10 ms of speech takes the speaker of the window of its stretch centred
+   nearest to it;
    runs of one speaker are turns, and a pause shorter than
    :data:`JOIN_GAP_MS` between two turns of one speaker is part of the turn.
 
@@ -42,6 +47,7 @@ from voxwire.workers.vad import FRAME_MS, SileroVad, Vad, speech_probabilities
 
 FRAME_MS_MEL = 1000 // FRAMES_PER_SECOND
 JOIN_GAP_MS = 300
+SPLIT_PAUSE_MS = 1000
 MIN_SPLIT_MS = 1000
 SNAP_WORDS = 3
 
@@ -81,12 +87,34 @@ def speech_frames(audio: Audio, vad: Vad, threshold: float) -> npt.NDArray[np.bo
     return mask
 
 
+def _window_starts(stretches: list[tuple[int, int]], hop: int) -> list[list[int]]:
+    """Window starts per stretch: windows inside it every ``hop`` frames and one
+    ending at its end; a stretch shorter than a window gets one centred on it."""
+    total = stretches[-1][1]
+    per_stretch = []
+    for start, end in stretches:
+        if end - start <= PARTIAL_FRAMES:
+            centred = start + (end - start) // 2 - PARTIAL_FRAMES // 2
+            per_stretch.append([max(0, min(centred, total - PARTIAL_FRAMES))])
+            continue
+        starts = list(range(start, end - PARTIAL_FRAMES + 1, hop))
+        if starts[-1] != end - PARTIAL_FRAMES:
+            starts.append(end - PARTIAL_FRAMES)
+        per_stretch.append(starts)
+    return per_stretch
+
+
 def _window_labels(
-    mel: npt.NDArray[np.float32], encoder: SpeakerEncoder, options: DiarizationOptions
+    mel: npt.NDArray[np.float32],
+    stretches: list[tuple[int, int]],
+    encoder: SpeakerEncoder,
+    options: DiarizationOptions,
 ) -> npt.NDArray[np.int64]:
-    """A speaker number for each frame of ``mel`` (speech only, end to end)."""
+    """A speaker number for each frame of ``mel`` (speech only, end to end): each
+    frame takes the label of the window of its stretch centred nearest to it."""
     hop = max(1, options.hop_ms // FRAME_MS_MEL)
-    starts = list(range(0, max(1, len(mel) - PARTIAL_FRAMES + hop), hop))
+    per_stretch = _window_starts(stretches, hop)
+    starts = [s for group in per_stretch for s in group]
     embeddings = encoder.embed_windows(mel, starts)
     labels = cluster(
         embeddings,
@@ -94,10 +122,14 @@ def _window_labels(
         min_speakers=options.min_speakers,
         max_speakers=options.max_speakers,
     )
-    centres = np.array(starts) + PARTIAL_FRAMES // 2
-    frames = np.arange(len(mel))
-    nearest = np.abs(frames[:, None] - centres[None, :]).argmin(axis=1)
-    result: npt.NDArray[np.int64] = labels[nearest]
+    result = np.zeros(len(mel), dtype=np.int64)
+    first = 0
+    for (start, end), group in zip(stretches, per_stretch, strict=True):
+        centres = np.array(group) + PARTIAL_FRAMES // 2
+        frames = np.arange(start, end)
+        nearest = np.abs(frames[:, None] - centres[None, :]).argmin(axis=1)
+        result[start:end] = labels[first + nearest]
+        first += len(group)
     return result
 
 
@@ -132,8 +164,16 @@ def diarize(
         return []
     mel = mel_spectrogram(normalize_volume(audio))[: len(mask)]
     speakers = np.full(len(mask), -1, dtype=np.int64)
-    speakers[speech] = _window_labels(mel[speech], encoder, options)
+    speakers[speech] = _window_labels(mel[speech], _stretches(speech), encoder, options)
     return turns_of(speakers)
+
+
+def _stretches(speech: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of the speech frames laid end to end that no
+    pause of :data:`SPLIT_PAUSE_MS` or more interrupts."""
+    cuts = np.flatnonzero(np.diff(speech) > SPLIT_PAUSE_MS // FRAME_MS_MEL) + 1
+    bounds = [0, *cuts.tolist(), len(speech)]
+    return list(itertools.pairwise(bounds))
 
 
 @dataclass(frozen=True, slots=True)
