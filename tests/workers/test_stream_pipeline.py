@@ -18,6 +18,7 @@ from pathlib import Path
 import jiwer
 import numpy as np
 import pytest
+from prometheus_client import REGISTRY
 from whisper_normalizer.english import EnglishTextNormalizer
 
 from voxwire.core.audio import SAMPLE_RATE, Audio, decode
@@ -545,11 +546,17 @@ def test_latency_breakdown_and_lag() -> None:
 
 def test_lag_counts_the_oldest_unfinished_work() -> None:
     clock = Clock(10.0)
-    session = make_session(ScriptedEngine(), ScriptedVad(SPEECH), clock, [])
+    out: list[Message] = []
+    session = make_session(ScriptedEngine(), ScriptedVad(SPEECH), clock, out)
     clock.t = 12.5
     assert session.lag_ms() == 2500  # the progress queued at creation
+    observed = REGISTRY.get_sample_value("voxwire_stream_lag_seconds_sum") or 0.0
     session.run_pending()
     assert session.lag_ms() == 0
+    progress = [m for m in out if isinstance(m, ProgressMessage)]
+    assert [m.lag_ms for m in progress] == [2500]  # what the client is told ...
+    lag_sum = REGISTRY.get_sample_value("voxwire_stream_lag_seconds_sum")
+    assert lag_sum == pytest.approx(observed + 2.5)  # ... and the metric
 
 
 def test_memory_stays_bounded_on_endless_speech() -> None:

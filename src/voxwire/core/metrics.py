@@ -44,6 +44,12 @@ STREAM_PARTIALS = Counter(
     ["outcome"],
 )
 LIVE_STREAMS = Gauge("voxwire_live_streams", "Live streams a worker is transcribing now")
+STREAM_LAG = Histogram(
+    "voxwire_stream_lag_seconds",
+    "How far a live stream's transcription is behind, at each of its progress messages (the "
+    "age of its oldest work waiting or being transcribed; the lag_ms clients get)",
+    buckets=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
+)
 STREAM_BAD_FRAMES = Counter(
     "voxwire_stream_bad_frames",
     "Live chunks that did not decode in their stream's codec (replaced by silence), by codec",

@@ -39,11 +39,10 @@ arrived -> the endpointer decided; for a final, mostly the ``min_silence_ms``
 wait), ``queue_ms`` (decided -> the engine started) and ``transcribe_ms``.
 
 Threads. Call :meth:`~StreamSession.push`, :meth:`~StreamSession.end` and
-:meth:`~StreamSession.change_prompts` from one thread (ingestion), the
-taking, committing and :meth:`~StreamSession.finish` from one thread (the
-scheduler's, may be another); :meth:`~StreamSession.error` and
-:meth:`~StreamSession.lag_ms` from any. The queue has its own lock, and
-every message is numbered and emitted under the emit lock.
+:meth:`~StreamSession.change_prompts` from one thread (ingestion), the taking,
+committing and :meth:`~StreamSession.finish` from one thread (the scheduler's, may be
+another); :meth:`~StreamSession.error` and :meth:`~StreamSession.lag_ms` from any. The
+queue has its own lock; every message is numbered and emitted under the emit lock.
 """
 
 from __future__ import annotations
@@ -57,7 +56,7 @@ from functools import partial
 from voxwire.core.codecs import ChunkDecoder, chunk_decoder
 from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.core.matching import Prompt
-from voxwire.core.metrics import STREAM_FINALS, STREAM_PARTIALS
+from voxwire.core.metrics import STREAM_FINALS, STREAM_LAG, STREAM_PARTIALS
 from voxwire.core.standing_prompts import check_speakers
 from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted, clean_text
@@ -480,8 +479,9 @@ class StreamSession:
 
     def _progress(self, status: SessionStatus, stream_ms: int, *, speech: bool) -> Message:
         skipped = self.skipped_partials + self.preempted_partials + self.late_partials
+        STREAM_LAG.observe((lag_ms := self.lag_ms()) / 1000)
         return self._builder.stream_progress(
-            status, stream_ms, speech=speech, lag_ms=self.lag_ms(), partials_skipped=skipped
+            status, stream_ms, speech=speech, lag_ms=lag_ms, partials_skipped=skipped
         )
 
 
