@@ -25,7 +25,10 @@ admin (:class:`~voxwire.broker.dynsec.DynsecAccess`) are built on it.
   thread or, given a loop, on that loop through the
   :class:`~voxwire.broker.handoff.LoopBridge`. With
   :attr:`ConnectOptions.manual_ack` a QoS 1 message is acknowledged only when the
-  receiver calls :meth:`BrokerConnection.ack`.
+  receiver calls :meth:`BrokerConnection.ack`. :meth:`BrokerConnection.connect`
+  returns once the broker has acknowledged the subscription (SUBACK), or after
+  ``connect_timeout_s`` with a warning: a message published after it returns
+  reaches the handler, even on a clean session.
 - **Errors.** paho's return codes and exceptions become ``MqttError`` here, with
   the topic attached.
 
@@ -160,6 +163,8 @@ class BrokerConnection:
         self._expiry: dict[int, Properties] = {}  # PUBLISH properties by expiry, built once
         self._early: dict[int, ReasonCode | None] = {}  # acknowledged before registered
         self._subscription: _Subscription | None = None
+        self._subscribed = threading.Event()  # the last SUBSCRIBE sent is acknowledged
+        self._suback_mid: int | None = None
         self._closing = False
         self.protocol: MQTTProtocolVersion | None = None  # MQTTv5 or MQTTv311 once connected
 
@@ -183,6 +188,7 @@ class BrokerConnection:
                     self._client = None
                     raise MqttError("the MQTT connection was closed while connecting")
                 self.protocol = protocol
+                self._wait_for_suback()
                 log.info(
                     "MQTT connected to %s:%s as %s (%s)",
                     host,
@@ -200,6 +206,15 @@ class BrokerConnection:
         raise MqttError(
             f"the MQTT broker at {host}:{port} answered neither MQTT 5 nor 3.1.1",
             hint="is it an MQTT broker, and is the transport (tcp/websockets) right?",
+        )
+
+    def _wait_for_suback(self) -> None:
+        if self._subscription is None or self._subscribed.wait(self.options.connect_timeout_s):
+            return
+        log.warning(
+            "MQTT broker has not acknowledged the subscription to %s within %.0f s",
+            ", ".join(self._subscription.filters),
+            self.options.connect_timeout_s,
         )
 
     async def connect_retrying(self) -> None:
@@ -239,6 +254,7 @@ class BrokerConnection:
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
         client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
         return client
 
     def _try_connect(self, client: paho.Client, protocol: MQTTProtocolVersion) -> ReasonCode | None:
@@ -332,8 +348,17 @@ class BrokerConnection:
         subscription = self._subscription
         if subscription is None:
             return
-        for topic_filter in subscription.filters:
-            client.subscribe(topic_filter, qos=1)
+        self._subscribed.clear()
+        if not subscription.filters:
+            self._subscribed.set()
+            return
+        _, self._suback_mid = client.subscribe([(f, 1) for f in subscription.filters])
+
+    def _on_subscribe(
+        self, _client: paho.Client, _userdata: Any, mid: int, _reasons: Any, _props: Any
+    ) -> None:
+        if mid == self._suback_mid:
+            self._subscribed.set()
 
     def _on_message(self, client: paho.Client, _userdata: Any, msg: paho.MQTTMessage) -> None:
         props = msg.properties
