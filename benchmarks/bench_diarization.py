@@ -42,8 +42,9 @@ from pyannote.metrics.diarization import DiarizationErrorRate
 from voxwire.core.audio import SAMPLE_RATE, Audio, decode
 from voxwire.workers.endpointing import SegmentFinal, endpoint
 from voxwire.workers.speakers.encoder import SpeakerEncoder
-from voxwire.workers.speakers.files import DiarizationOptions, Turn, diarize
+from voxwire.workers.speakers.files import Turn
 from voxwire.workers.speakers.live import StreamSpeakers
+from voxwire.workers.speakers.segmented import DiarizationOptions, diarize
 from voxwire.workers.vad import SileroVad, speech_probabilities
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"

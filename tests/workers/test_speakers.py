@@ -10,14 +10,17 @@ import numpy as np
 import pytest
 
 from tests.multilingual import have_espeak
-from tests.workers.speech import Turn, conversation
+from tests.workers.speech import LINES, VOICES, Turn, conversation, say
 from tests.workers.test_stream_pipeline import Clock, OneStream, ScriptedEngine, feed
+from voxwire.core.audio import SAMPLE_RATE
 from voxwire.core.errors import ModelError
-from voxwire.models import speaker
+from voxwire.models import segmentation, speaker
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.speakers import files
 from voxwire.workers.speakers.encoder import SpeakerEncoder, shared_encoder
-from voxwire.workers.speakers.files import DiarizationOptions, diarize, split_segment
+from voxwire.workers.speakers.files import split_segment
+from voxwire.workers.speakers.segmentation import powerset_classes
+from voxwire.workers.speakers.segmented import DiarizationOptions, diarize
 from voxwire.workers.speakers.tracker import SpeakerTracker, TrackerConfig
 from voxwire.workers.stream_checkpoints import StreamCheckpoint
 from voxwire.workers.stream_pipeline import Resume, StreamConfig
@@ -62,6 +65,28 @@ def test_one_voice_gets_one_label(encoder: SpeakerEncoder, tmp_path: Path) -> No
     found = diarize(audio, encoder)
     assert {t.speaker for t in found} == {"S1"}
     assert _who(turns, found) == ["S1"] * 4
+
+
+def test_two_voices_at_once_are_both_heard_where_they_overlap(
+    encoder: SpeakerEncoder, tmp_path: Path
+) -> None:
+    """A woman starts while a man is still talking: the overlap carries both labels,
+    and the segment over it goes to the one who was talking first."""
+    man = say(LINES[0], VOICES[0], tmp_path)
+    woman = say(LINES[1], VOICES[1], tmp_path)
+    lead = SAMPLE_RATE // 2
+    joins = lead + len(man) - 2 * SAMPLE_RATE  # she starts 2 s before he ends
+    audio = np.zeros(joins + len(woman) + SAMPLE_RATE, np.float32)
+    audio[lead : lead + len(man)] += man
+    audio[joins : joins + len(woman)] += woman
+    found = diarize(audio, encoder)
+    assert {t.speaker for t in found} == {"S1", "S2"}
+    middle = (joins + SAMPLE_RATE) * 1000 // SAMPLE_RATE  # of the 2 s they overlap
+    overlap = (middle - 500, middle + 500)
+    heard = {t.speaker for t in found if t.start_ms <= overlap[0] and t.end_ms >= overlap[1]}
+    assert heard == {"S1", "S2"}
+    before = split_segment(lead * 1000 // SAMPLE_RATE, overlap[1], "the man says it", found)
+    assert [p.speaker for p in before] == ["S1"]
 
 
 def test_bounds_on_the_number_of_speakers_are_kept(encoder: SpeakerEncoder, tmp_path: Path) -> None:
@@ -150,12 +175,30 @@ def test_the_tracker_never_renames_and_keeps_its_limits() -> None:
 
 
 def test_the_weights_are_read_without_torch_and_checked() -> None:
-    weights = speaker.load_or_install()
+    weights = speaker.MODEL.load_or_install()
     assert weights["lstm.weight_ih_l0"].shape == (1024, 40)
     assert weights["lstm.weight_hh_l2"].shape == (1024, 256)
     assert weights["linear.weight"].shape == (256, 256)
     with pytest.raises(ModelError, match="checksum"):
-        speaker.convert(b"\x80\x02not the weights")
+        speaker.MODEL.convert(b"\x80\x02not the weights")
+
+
+def test_the_segmentation_weights_are_read_without_torch_and_checked() -> None:
+    """pyannote's segmentation-3.0, a zip-format checkpoint, and the network's
+    powerset: nobody, each of three speakers, each pair."""
+    weights = segmentation.MODEL.load_or_install()
+    assert weights["lstm.weight_ih_l0"].shape == (512, 60)
+    assert weights["lstm.weight_hh_l3_reverse"].shape == (512, 128)
+    assert weights["classifier.weight"].shape == (7, 128)
+    with pytest.raises(ModelError, match="checksum"):
+        segmentation.MODEL.convert(b"PK\x03\x04not the weights")
+    classes = powerset_classes()
+    assert classes.sum(axis=1).tolist() == [0, 1, 1, 1, 2, 2, 2]
+    assert classes[4].tolist() == [True, True, False]
+
+
+def test_silence_has_no_speaker() -> None:
+    assert diarize(np.zeros(12 * SAMPLE_RATE, np.float32), shared_encoder()) == []
 
 
 def test_the_speakers_survive_the_checkpoint_encoding() -> None:

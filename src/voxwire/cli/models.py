@@ -11,8 +11,21 @@ from rich.table import Table
 
 from voxwire.cli.common import console, fail
 from voxwire.core.errors import VoxwireError
-from voxwire.models import registry, speaker
+from voxwire.models import registry, segmentation, speaker
+from voxwire.models.npz import NpzModel
 from voxwire.models.packages import StageProgress
+
+SPEAKER_MODELS: dict[str, tuple[NpzModel, str]] = {
+    speaker.SPEAKER_MODEL: (
+        speaker.MODEL,
+        f"speaker encoder: Resemblyzer's GE2E weights ({speaker.LICENCE})",
+    ),
+    segmentation.SEGMENTATION_MODEL: (
+        segmentation.MODEL,
+        f"speaker segmentation: pyannote's segmentation-3.0 ({segmentation.LICENCE})",
+    ),
+}
+"""The networks of diarization, fetched on first use."""
 
 app = typer.Typer(help="List, install and add Whisper models.", no_args_is_help=True)
 
@@ -34,10 +47,10 @@ def _follow(progress: Progress, task: TaskID) -> StageProgress:
 def install_with_progress(name: str) -> Path:
     """Install ``name`` (a no-op when cached), with a progress bar while it is
     downloaded, joined, verified and converted."""
-    if name == speaker.SPEAKER_MODEL:
+    if name in SPEAKER_MODELS:
         with _bar() as progress:
             task = progress.add_task(f"installing {name}", total=1.0)
-            path = speaker.install(progress=_follow(progress, task))
+            path = SPEAKER_MODELS[name][0].install(progress=_follow(progress, task))
         console.print(f"installed {name} -> {path}")
         return path
     if registry.is_installed(name):
@@ -109,11 +122,9 @@ def list_models() -> None:
         state = "invalid" if info.error else "yes"
         table.add_row(name, languages, state, f"{info.size / 1e6:.1f} MB", "added ggml file")
     console.print(table)
-    state = "installed" if speaker.is_installed() else "not installed (fetched on first use)"
-    console.print(
-        f"speaker encoder for diarization: {speaker.SPEAKER_MODEL}, {state}; "
-        f"Resemblyzer's GE2E weights ({speaker.LICENCE})"
-    )
+    for name, (model, what) in SPEAKER_MODELS.items():
+        state = "installed" if model.is_installed() else "not installed (fetched on first use)"
+        console.print(f"for diarization: {name}, {state}; {what}")
     console.print(
         f"[dim]cache: {registry.cache_dir()}; `voxwire models install NAME` builds one, "
         "`voxwire models add PATH` adds your own[/]"

@@ -26,7 +26,8 @@ from voxwire.workers.engine import (
 )
 from voxwire.workers.skipped_speech import transcribe_heard
 from voxwire.workers.speakers.encoder import shared_encoder
-from voxwire.workers.speakers.files import DiarizationOptions, Turn, diarize, split_segment
+from voxwire.workers.speakers.files import Turn, split_segment
+from voxwire.workers.speakers.segmented import DiarizationOptions, diarize
 from voxwire.workers.transcript import TranscriptBuilder, words_between, words_of
 from voxwire.workers.vad import SileroVad, first_speech
 from voxwire_client.messages import Message, SessionStatus

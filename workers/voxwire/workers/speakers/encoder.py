@@ -72,7 +72,7 @@ class SpeakerEncoder:
     @classmethod
     def load(cls) -> SpeakerEncoder:
         """The encoder, its weights installed into the cache on first use."""
-        return cls(speaker.load_or_install())
+        return cls(speaker.MODEL.load_or_install())
 
     def embed_partials(self, mels: npt.NDArray[np.float32]) -> Embeddings:
         """``(batch, frames, 40)`` mel frames -> ``(batch, 256)`` unit embeddings.

@@ -1,29 +1,12 @@
-"""Who spoke when in a file, and the speaker of each transcript segment.
+"""Speaker turns, and the speaker of each transcript segment.
 
-:func:`diarize` finds a file's speaker turns before it is transcribed:
-
-1. Silero VAD marks the speech (32 ms frames, probability >= 0.5);
-2. the speech is laid end to end (pauses cut out, so that no window is half
-   silence) and cut into windows of 1.6 s every :attr:`DiarizationOptions.hop_ms`,
-   which never reach across a pause of :data:`SPLIT_PAUSE_MS` or more: voices
-   change at such pauses, and a window that hears two voices is neither's (windows
-   across turns made a third speaker of two alternating espeak-ng voices). A
-   stretch of speech shorter than a window gets one window centred on it;
-3. each window gets its embedding (:mod:`.encoder`) and the windows are clustered
-   (:mod:`.clustering`): the count of speakers is found, or kept within bounds;
-4. each 10 ms of speech takes the speaker of the window of its stretch centred
-   nearest to it;
-   runs of one speaker are turns, and a pause shorter than
-   :data:`JOIN_GAP_MS` between two turns of one speaker is part of the turn.
-
-Speakers are named ``S1``, ``S2``... in the order they are first heard.
-
-:func:`split_segment` then gives a transcript segment its speaker, the one who
-talks most during it, or splits it where the speaker changes inside it: each
-side of a change must hold at least :data:`MIN_SPLIT_MS` of that speaker's
-speech. Segments carry no word times yet, so the text is cut at the share of
-the words that the times give, moved to the nearest punctuation within
-:data:`SNAP_WORDS` words.
+A file's turns come from :func:`.segmented.diarize`, a live final's from
+:mod:`.live`. :func:`split_segment` then gives a transcript segment its
+speaker, the one who talks most during it, or splits it where the speaker
+changes inside it: each side of a change must hold at least
+:data:`MIN_SPLIT_MS` of that speaker's speech. Segments carry no word times
+yet, so the text is cut at the share of the words that the times give, moved to
+the nearest punctuation within :data:`SNAP_WORDS` words.
 """
 
 from __future__ import annotations
@@ -35,19 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from voxwire.core.samples import Audio
-from voxwire.workers.speakers.clustering import DISTANCE_THRESHOLD, cluster
-from voxwire.workers.speakers.encoder import PARTIAL_FRAMES, SpeakerEncoder
-from voxwire.workers.speakers.features import (
-    FRAMES_PER_SECOND,
-    mel_spectrogram,
-    normalize_volume,
-)
-from voxwire.workers.vad import FRAME_MS, SileroVad, Vad, speech_probabilities
+from voxwire.workers.speakers.features import FRAMES_PER_SECOND
 
 FRAME_MS_MEL = 1000 // FRAMES_PER_SECOND
 JOIN_GAP_MS = 300
-SPLIT_PAUSE_MS = 1000
 MIN_SPLIT_MS = 1000
 SNAP_WORDS = 3
 
@@ -64,73 +38,6 @@ class Turn:
     start_ms: int
     end_ms: int
     speaker: str
-
-
-@dataclass(frozen=True, slots=True)
-class DiarizationOptions:
-    min_speakers: int | None = None
-    max_speakers: int | None = None
-    threshold: float = DISTANCE_THRESHOLD
-    """Cosine distance under which windows are one voice (:mod:`.clustering`)."""
-    hop_ms: int = 400
-    """Between the starts of two windows (1.6 s long) of the speech."""
-    speech_threshold: float = 0.5
-
-
-def speech_frames(audio: Audio, vad: Vad, threshold: float) -> npt.NDArray[np.bool_]:
-    """Whether each 10 ms mel frame of ``audio`` is speech."""
-    vad.reset()
-    probs = np.array(speech_probabilities(vad, audio) or [0.0])
-    frames = 1 + len(audio) // (16_000 // FRAMES_PER_SECOND)
-    index = np.minimum(np.arange(frames) * FRAME_MS_MEL // FRAME_MS, len(probs) - 1)
-    mask: npt.NDArray[np.bool_] = probs[index] >= threshold
-    return mask
-
-
-def _window_starts(stretches: list[tuple[int, int]], hop: int) -> list[list[int]]:
-    """Window starts per stretch: windows inside it every ``hop`` frames and one
-    ending at its end; a stretch shorter than a window gets one centred on it."""
-    total = stretches[-1][1]
-    per_stretch = []
-    for start, end in stretches:
-        if end - start <= PARTIAL_FRAMES:
-            centred = start + (end - start) // 2 - PARTIAL_FRAMES // 2
-            per_stretch.append([max(0, min(centred, total - PARTIAL_FRAMES))])
-            continue
-        starts = list(range(start, end - PARTIAL_FRAMES + 1, hop))
-        if starts[-1] != end - PARTIAL_FRAMES:
-            starts.append(end - PARTIAL_FRAMES)
-        per_stretch.append(starts)
-    return per_stretch
-
-
-def _window_labels(
-    mel: npt.NDArray[np.float32],
-    stretches: list[tuple[int, int]],
-    encoder: SpeakerEncoder,
-    options: DiarizationOptions,
-) -> npt.NDArray[np.int64]:
-    """A speaker number for each frame of ``mel`` (speech only, end to end): each
-    frame takes the label of the window of its stretch centred nearest to it."""
-    hop = max(1, options.hop_ms // FRAME_MS_MEL)
-    per_stretch = _window_starts(stretches, hop)
-    starts = [s for group in per_stretch for s in group]
-    embeddings = encoder.embed_windows(mel, starts)
-    labels = cluster(
-        embeddings,
-        threshold=options.threshold,
-        min_speakers=options.min_speakers,
-        max_speakers=options.max_speakers,
-    )
-    result = np.zeros(len(mel), dtype=np.int64)
-    first = 0
-    for (start, end), group in zip(stretches, per_stretch, strict=True):
-        centres = np.array(group) + PARTIAL_FRAMES // 2
-        frames = np.arange(start, end)
-        nearest = np.abs(frames[:, None] - centres[None, :]).argmin(axis=1)
-        result[start:end] = labels[first + nearest]
-        first += len(group)
-    return result
 
 
 def turns_of(speakers: npt.NDArray[np.int64]) -> list[Turn]:
@@ -151,31 +58,6 @@ def turns_of(speakers: npt.NDArray[np.int64]) -> list[Turn]:
     return turns
 
 
-def diarize(
-    audio: Audio,
-    encoder: SpeakerEncoder,
-    options: DiarizationOptions = DiarizationOptions(),
-    vad: Vad | None = None,
-) -> list[Turn]:
-    """The speaker turns of ``audio`` (16 kHz), in time order."""
-    mask = speech_frames(audio, vad or SileroVad(), options.speech_threshold)
-    speech = np.flatnonzero(mask)
-    if len(speech) == 0:
-        return []
-    mel = mel_spectrogram(normalize_volume(audio))[: len(mask)]
-    speakers = np.full(len(mask), -1, dtype=np.int64)
-    speakers[speech] = _window_labels(mel[speech], _stretches(speech), encoder, options)
-    return turns_of(speakers)
-
-
-def _stretches(speech: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
-    """``[start, end)`` of each run of the speech frames laid end to end that no
-    pause of :data:`SPLIT_PAUSE_MS` or more interrupts."""
-    cuts = np.flatnonzero(np.diff(speech) > SPLIT_PAUSE_MS // FRAME_MS_MEL) + 1
-    bounds = [0, *cuts.tolist(), len(speech)]
-    return list(itertools.pairwise(bounds))
-
-
 @dataclass(frozen=True, slots=True)
 class Piece:
     """A part of a segment said by one speaker."""
@@ -189,6 +71,17 @@ class Piece:
     def span(self) -> tuple[int, int, str]:
         """``(start_ms, end_ms, text)``."""
         return self.start_ms, self.end_ms, self.text
+
+
+def one_at_a_time(turns: list[Turn]) -> list[Turn]:
+    """``turns`` without overlap: where two speakers talk at once, the one who was
+    talking first keeps the time."""
+    kept: list[Turn] = []
+    for turn in sorted(turns, key=lambda t: (t.start_ms, t.end_ms)):
+        start = max(turn.start_ms, kept[-1].end_ms) if kept else turn.start_ms
+        if turn.end_ms > start:
+            kept.append(Turn(start, turn.end_ms, turn.speaker))
+    return kept
 
 
 def _runs(start_ms: int, end_ms: int, turns: list[Turn]) -> list[tuple[int, int, str]]:
@@ -243,7 +136,9 @@ def _cut(words: list[str], share: float) -> int:
 
 
 def split_segment(start_ms: int, end_ms: int, text: str, turns: list[Turn]) -> list[Piece]:
-    """``text`` from ``start_ms`` to ``end_ms`` as pieces of one speaker each."""
+    """``text`` from ``start_ms`` to ``end_ms`` as pieces of one speaker each
+    (``turns`` may overlap: :func:`one_at_a_time`)."""
+    turns = one_at_a_time(turns)
     runs = _runs(start_ms, end_ms, turns)
     words = text.split()
     if len(runs) <= 1 or len(words) < 2 * len(runs):

@@ -1,6 +1,11 @@
-"""Read the tensors of a PyTorch checkpoint in the legacy format, without torch.
+"""Read the tensors of a PyTorch checkpoint, without torch.
 
-``torch.save`` before PyTorch 1.6 wrote one file of consecutive pickles
+Two formats:
+
+- **zip** (``torch.save`` since PyTorch 1.6): a zip archive whose
+  ``<name>/data.pkl`` is the object's pickle and ``<name>/data/<key>`` the raw
+  little-endian elements of each storage;
+- **legacy** (before 1.6): one file of consecutive pickles
 (``_legacy_save`` in ``torch/serialization.py``): a magic number, the protocol
 version (1001), a dict about the writing machine, the object itself, then the
 list of storage keys in the order their data follows; each storage's data is
@@ -8,10 +13,13 @@ an int64 element count followed by the raw little-endian elements.
 
 In the object's pickle a tensor is a call of ``torch._utils._rebuild_tensor_v2``
 (storage, offset, size, stride, ...) whose storage is a persistent id
-``("storage", <type>, <key>, <location>, <numel>, <view>)``. The
+``("storage", <type>, <key>, <location>, <numel>[, <view>])``. The
 :class:`_Unpickler` here maps those calls to placeholders and only the classes
 listed in :data:`_ALLOWED` can be named at all (no code of the file runs); once
-the storages are read, the placeholders become numpy arrays.
+the storages are read, the placeholders become numpy arrays. A checkpoint may
+also hold objects of its training library beside the tensors (pyannote's task
+specifications, the torch version): those listed in :data:`_INERT` become
+:class:`_Inert` placeholders that keep nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import collections
 import io
 import pickle
+import zipfile
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -88,12 +97,30 @@ def _rebuild_parameter(data: _TensorRef, *_: object) -> _TensorRef:
     return data
 
 
+class _Inert:
+    """Stands in for an object of a training library; built from anything, keeps nothing."""
+
+    def __init__(self, *_: object, **__: object) -> None:
+        pass
+
+    def __setstate__(self, _: object) -> None:
+        pass
+
+
+_INERT = {
+    ("pyannote.audio.core.task", "Specifications"),
+    ("pyannote.audio.core.task", "Problem"),
+    ("pyannote.audio.core.task", "Resolution"),
+    ("torch.torch_version", "TorchVersion"),
+}
+
 _ALLOWED: dict[tuple[str, str], Any] = {
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
     ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     **{("torch", name): _StorageType(name) for name in _STORAGE_DTYPES},
+    **{name: _Inert for name in _INERT},
 }
 
 
@@ -111,8 +138,8 @@ class _Unpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> Any:
         if not isinstance(pid, tuple) or not pid or pid[0] != "storage":
             raise ModelError(f"unknown persistent id in the checkpoint: {pid!r:.60}")
-        _, kind, key, _location, numel, view = pid
-        if view is not None:
+        _, kind, key, _location, numel, *view = pid
+        if view and view[0] is not None:
             raise ModelError("storage views are not supported")
         if not isinstance(kind, _StorageType):
             raise ModelError(f"unknown storage type {kind!r:.60}")
@@ -135,8 +162,33 @@ def _tensors(obj: Any, prefix: str = "") -> dict[str, npt.NDArray[Any]]:
 
 
 def load_tensors(data: bytes) -> dict[str, npt.NDArray[Any]]:
-    """The tensors of a legacy ``torch.save`` file, by dotted key (``model_state.lstm...``).
-    Raises :class:`ModelError` for anything else (a zip-format file included)."""
+    """The tensors of a ``torch.save`` file, zip or legacy, by dotted key
+    (``model_state.lstm...``). Raises :class:`ModelError` for anything else."""
+    if data[:4] == b"PK\x03\x04":
+        return _load_zip(data)
+    return _load_legacy(data)
+
+
+def _load_zip(data: bytes) -> dict[str, npt.NDArray[Any]]:
+    storages: dict[str, _Storage] = {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
+            if len(pickles) != 1:
+                raise ModelError("not a PyTorch checkpoint (no single data.pkl in the zip)")
+            root = pickles[0].removesuffix("data.pkl")
+            obj = _Unpickler(io.BytesIO(archive.read(pickles[0])), storages).load()
+            for key, storage in storages.items():
+                raw = archive.read(f"{root}data/{key}")
+                if len(raw) != storage.numel * storage.dtype.itemsize:
+                    raise ModelError(f"storage {key} is truncated or its size is wrong")
+                storage.data = np.frombuffer(raw, dtype=storage.dtype)
+    except (zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, KeyError) as exc:
+        raise ModelError(f"cannot read the PyTorch checkpoint: {exc}") from exc
+    return _tensors(obj)
+
+
+def _load_legacy(data: bytes) -> dict[str, npt.NDArray[Any]]:
     stream = io.BytesIO(data)
     storages: dict[str, _Storage] = {}
     try:
