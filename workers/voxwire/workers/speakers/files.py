@@ -15,12 +15,6 @@ import itertools
 import re
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
-from voxwire.workers.speakers.features import FRAMES_PER_SECOND
-
-FRAME_MS_MEL = 1000 // FRAMES_PER_SECOND
 JOIN_GAP_MS = 300
 MIN_SPLIT_MS = 1000
 SNAP_WORDS = 3
@@ -38,24 +32,6 @@ class Turn:
     start_ms: int
     end_ms: int
     speaker: str
-
-
-def turns_of(speakers: npt.NDArray[np.int64]) -> list[Turn]:
-    """Turns from a speaker number per 10 ms frame (-1: no speech)."""
-    turns: list[Turn] = []
-    start = 0
-    for i in range(1, len(speakers) + 1):
-        if i < len(speakers) and speakers[i] == speakers[start]:
-            continue
-        if speakers[start] >= 0:
-            turn = Turn(start * FRAME_MS_MEL, i * FRAME_MS_MEL, speaker_label(int(speakers[start])))
-            last = turns[-1] if turns else None
-            if last and last.speaker == turn.speaker and turn.start_ms - last.end_ms < JOIN_GAP_MS:
-                turns[-1] = Turn(last.start_ms, turn.end_ms, turn.speaker)
-            else:
-                turns.append(turn)
-        start = i
-    return turns
 
 
 @dataclass(frozen=True, slots=True)

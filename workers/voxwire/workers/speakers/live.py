@@ -3,12 +3,14 @@ final's audio, embedded by the shared encoder. Off (every label None) unless the
 stream asked for diarization.
 
 A final of :data:`SPLIT_MIN_MS` or more may hold several voices (talkers who do
-not pause long enough for the endpointer): its 1.6 s windows are clustered as a
-file's are (:func:`.clustering.cluster`, one voice unless they differ), each
-voice found goes to the tracker in order of appearance, and the final is split
-where the voice changes (:func:`.files.split_segment`); two voices of one final
-never get one label (unless ``max_speakers`` forces it). Otherwise the final's
-whole audio is one embedding and one label.
+not pause long enough for the endpointer, or talk at once): it goes through the
+segmentation network and the clustering of a file
+(:func:`.segmented.speaker_frames`), each voice found goes to the tracker,
+the one heard most first, and the final is split where the voice changes
+(:func:`.files.split_segment`; where two talk at once, the one who was talking
+first keeps the words); two voices of one final never get one label (unless
+``max_speakers`` forces it). Otherwise the final's whole audio is one embedding
+and one label.
 """
 
 from __future__ import annotations
@@ -16,10 +18,16 @@ from __future__ import annotations
 import numpy as np
 
 from voxwire.core.samples import Audio
-from voxwire.workers.speakers.clustering import cluster
-from voxwire.workers.speakers.encoder import PARTIAL_FRAMES, partial_starts, shared_encoder, unit
-from voxwire.workers.speakers.features import mel_spectrogram, normalize_volume
-from voxwire.workers.speakers.files import Piece, Turn, split_segment, turns_of
+from voxwire.workers.speakers.encoder import shared_encoder
+from voxwire.workers.speakers.files import Piece, split_segment
+from voxwire.workers.speakers.segmentation import FRAME_STEP
+from voxwire.workers.speakers.segmented import (
+    DiarizationOptions,
+    frame_turns,
+    shared_segmenter,
+    speaker_frames,
+    voice_embeddings,
+)
 from voxwire.workers.speakers.tracker import SpeakerState, SpeakerTracker, TrackerConfig
 
 __all__ = ["SPLIT_MIN_MS", "SpeakerState", "StreamSpeakers"]
@@ -48,28 +56,23 @@ class StreamSpeakers:
         if self._tracker is None or len(audio) == 0:
             return whole
         encoder = shared_encoder()
-        mel = mel_spectrogram(normalize_volume(audio))
-        starts = partial_starts(len(mel))
-        windows = encoder.embed_windows(mel, starts)
         duration = round(len(audio) * _MS_PER_SAMPLE)
-        if duration < SPLIT_MIN_MS or len(windows) < 3:
-            label = self._tracker.assign(unit(windows.mean(axis=0)), duration)
-            return [Piece(start_ms, end_ms, text, label)]
-        local = cluster(windows)
-        labels: list[str] = []
-        for voice in range(int(local.max()) + 1):
-            mine = local == voice
-            spoken = int(mine.sum()) * (duration // len(local))
-            centroid = unit(windows[mine].mean(axis=0))
-            labels.append(self._tracker.assign(centroid, spoken, exclude=labels))
-        centres = np.array(starts) + PARTIAL_FRAMES // 2
-        nearest = np.abs(np.arange(len(mel))[:, None] - centres[None, :]).argmin(axis=1)
-        numbers = {label: int(label[1:]) - 1 for label in labels}
-        frames = np.array([numbers[labels[k]] for k in local[nearest]], dtype=np.int64)
-        turns = [
-            Turn(start_ms + t.start_ms, start_ms + t.end_ms, t.speaker) for t in turns_of(frames)
-        ]
-        return split_segment(start_ms, end_ms, text, turns)
+        if duration >= SPLIT_MIN_MS:
+            active = speaker_frames(audio, encoder, shared_segmenter(), DiarizationOptions())
+            voices = voice_embeddings(audio, active, encoder)
+            if sum(v is not None for v in voices) > 1:
+                labels = [""] * len(voices)
+                spoken = active.sum(axis=0) * FRAME_STEP * _MS_PER_SAMPLE
+                for k in np.argsort(-spoken, kind="stable"):
+                    vector = voices[k]
+                    if vector is not None:
+                        taken = [label for label in labels if label]
+                        labels[k] = self._tracker.assign(vector, int(spoken[k]), exclude=taken)
+                heard = [k for k, label in enumerate(labels) if label]
+                turns = frame_turns(active[:, heard], [labels[k] for k in heard], start_ms)
+                return split_segment(start_ms, end_ms, text, turns)
+        label = self._tracker.assign(encoder.embed_utterance(audio), duration)
+        return [Piece(start_ms, end_ms, text, label)]
 
     def state(self) -> SpeakerState:
         return () if self._tracker is None else self._tracker.state()

@@ -37,7 +37,13 @@ from scipy.optimize import linear_sum_assignment
 
 from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.workers.speakers.clustering import DISTANCE_THRESHOLD, cluster
-from voxwire.workers.speakers.encoder import PARTIAL_FRAMES, SpeakerEncoder, partial_starts, unit
+from voxwire.workers.speakers.encoder import (
+    EMBEDDING_SIZE,
+    PARTIAL_FRAMES,
+    SpeakerEncoder,
+    partial_starts,
+    unit,
+)
 from voxwire.workers.speakers.features import FRAMES_PER_SECOND, mel_spectrogram, normalize_volume
 from voxwire.workers.speakers.files import JOIN_GAP_MS, Turn, speaker_label
 from voxwire.workers.speakers.segmentation import (
@@ -81,18 +87,39 @@ def diarize(
     active = speaker_frames(audio, encoder, segmenter or shared_segmenter(), options)
     first_heard = [np.flatnonzero(active[:, s])[0] for s in range(active.shape[1])]
     order = np.argsort(first_heard, kind="stable")
+    labels = [""] * active.shape[1]
+    for number, column in enumerate(order):
+        labels[column] = speaker_label(number)
+    return frame_turns(active, labels)
+
+
+def frame_turns(active: npt.NDArray[np.bool_], labels: list[str], offset_ms: int = 0) -> list[Turn]:
+    """The turns of ``active`` (frames, speakers), column ``s`` named ``labels[s]``,
+    ``offset_ms`` added, in order of their starts."""
     turns: list[Turn] = []
-    for number, s in enumerate(order):
-        edges = np.flatnonzero(np.diff(np.r_[0, active[:, s].astype(np.int8), 0]))
-        spans = [(_ms(a), _ms(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    for column, label in enumerate(labels):
+        edges = np.flatnonzero(np.diff(np.r_[0, active[:, column].astype(np.int8), 0]))
         joined: list[tuple[int, int]] = []
-        for start, end in spans:
+        for a, b in zip(edges[::2], edges[1::2], strict=True):
+            start, end = offset_ms + _ms(a), offset_ms + _ms(b)
             if joined and start - joined[-1][1] < JOIN_GAP_MS:
                 joined[-1] = (joined[-1][0], end)
             else:
                 joined.append((start, end))
-        turns.extend(Turn(start, end, speaker_label(number)) for start, end in joined)
+        turns.extend(Turn(start, end, label) for start, end in joined)
     return sorted(turns, key=lambda t: (t.start_ms, t.speaker))
+
+
+def voice_embeddings(
+    audio: Audio, active: npt.NDArray[np.bool_], encoder: SpeakerEncoder
+) -> list[npt.NDArray[np.float32] | None]:
+    """One embedding per speaker (column) of ``active`` (:func:`speaker_frames`
+    of ``audio``), None for one heard too little to tell."""
+    found: list[npt.NDArray[np.float32] | None] = []
+    for k in range(active.shape[1]):
+        frames = _own_frames(active, k)
+        found.append(None if frames is None else _embed(audio, [(0, frames)], encoder)[0])
+    return found
 
 
 def _ms(frame: int) -> int:
@@ -132,36 +159,51 @@ def _mel_mask(frames: npt.NDArray[np.bool_], start: int, mel_frames: int) -> npt
     return mask
 
 
+def _own_frames(activity: npt.NDArray[np.bool_], k: int) -> npt.NDArray[np.bool_] | None:
+    """The frames of ``activity`` (frames, speakers) to embed speaker ``k`` from:
+    where it talks alone, or all its frames when that is under
+    :data:`MIN_ALONE_MS`; None under :data:`MIN_EMBED_MS`."""
+    per_ms = 1000 * FRAME_STEP / SAMPLE_RATE
+    talks = activity[:, k]
+    frames = talks & (activity.sum(axis=1) == 1)
+    if frames.sum() * per_ms < MIN_ALONE_MS:
+        frames = talks
+    return frames if frames.sum() * per_ms >= MIN_EMBED_MS else None
+
+
+def _embed(
+    audio: Audio, masks: list[tuple[int, npt.NDArray[np.bool_]]], encoder: SpeakerEncoder
+) -> npt.NDArray[np.float32]:
+    """One unit embedding per ``(start, frames)``: the frames of a window at sample ``start``."""
+    mel = mel_spectrogram(normalize_volume(audio))
+    partials: list[npt.NDArray[np.float32]] = []
+    counts: list[int] = []
+    for start, frames in masks:
+        clip = mel[_mel_mask(frames, start, len(mel))]
+        cuts = partial_starts(len(clip))
+        clip = np.pad(clip, ((0, max(0, cuts[-1] + PARTIAL_FRAMES - len(clip))), (0, 0)))
+        partials.extend(clip[s : s + PARTIAL_FRAMES] for s in cuts)
+        counts.append(len(cuts))
+    if not masks:
+        return np.zeros((0, EMBEDDING_SIZE), np.float32)
+    each = encoder.embed_partials(np.stack(partials))
+    bounds = np.cumsum([0, *counts])
+    return unit(np.stack([each[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds)]))
+
+
 def _embeddings(
     audio: Audio, starts: list[int], activity: npt.NDArray[np.bool_], encoder: SpeakerEncoder
 ) -> tuple[npt.NDArray[np.float32], list[tuple[int, int]]]:
     """One embedding per local speaker heard long enough, and whose it is (window, speaker)."""
-    mel = mel_spectrogram(normalize_volume(audio))
-    per_ms = 1000 * FRAME_STEP / SAMPLE_RATE
-    partials: list[npt.NDArray[np.float32]] = []
+    masks: list[tuple[int, npt.NDArray[np.bool_]]] = []
     owners: list[tuple[int, int]] = []
-    counts: list[int] = []
     for c, start in enumerate(starts):
-        alone = activity[c].sum(axis=1) == 1
         for k in range(activity.shape[2]):
-            talks = activity[c, :, k]
-            frames = talks & alone
-            if frames.sum() * per_ms < MIN_ALONE_MS:
-                frames = talks
-            if frames.sum() * per_ms < MIN_EMBED_MS:
-                continue
-            clip = mel[_mel_mask(frames, start, len(mel))]
-            cuts = partial_starts(len(clip))
-            clip = np.pad(clip, ((0, max(0, cuts[-1] + PARTIAL_FRAMES - len(clip))), (0, 0)))
-            partials.extend(clip[s : s + PARTIAL_FRAMES] for s in cuts)
-            owners.append((c, k))
-            counts.append(len(cuts))
-    if not owners:
-        return np.zeros((0, 256), np.float32), []
-    each = encoder.embed_partials(np.stack(partials))
-    bounds = np.cumsum([0, *counts])
-    means = np.stack([each[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds)])
-    return unit(means), owners
+            frames = _own_frames(activity[c], k)
+            if frames is not None:
+                masks.append((start, frames))
+                owners.append((c, k))
+    return _embed(audio, masks, encoder), owners
 
 
 def _assign(
