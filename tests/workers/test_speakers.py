@@ -1,5 +1,5 @@
 """Diarization: who spoke when, in files and in live streams, on voices whose
-turns are known (espeak-ng), with the real speaker encoder and Silero VAD."""
+turns are known (espeak-ng), with the real segmentation network, speaker encoder and Silero VAD."""
 
 from __future__ import annotations
 
