@@ -74,6 +74,7 @@ pytest: $(STAMP) $(JS_STAMP) services
 	scripts/services.sh speech
 	scripts/helm.sh tools
 	$(BIN)/voxwire models install
+	$(BIN)/voxwire models install speaker-segmentation speaker-campplus
 	$(BIN)/pytest -q -n $(TEST_WORKERS) -m "not serial" --durations=25
 	$(BIN)/pytest -q -m serial --durations=5
 

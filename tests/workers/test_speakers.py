@@ -176,11 +176,22 @@ def test_the_tracker_never_renames_and_keeps_its_limits() -> None:
 
 def test_the_weights_are_read_without_torch_and_checked() -> None:
     weights = speaker.MODEL.load_or_install()
-    assert weights["lstm.weight_ih_l0"].shape == (1024, 40)
-    assert weights["lstm.weight_hh_l2"].shape == (1024, 256)
-    assert weights["linear.weight"].shape == (256, 256)
+    assert weights["head.conv1.weight"].shape == (32, 1, 3, 3)
+    assert weights["xvector.block3.tdnnd16.cam_layer.linear_local.weight"].shape == (32, 128, 3)
+    assert weights["xvector.dense.linear.weight"].shape == (192, 1024, 1)
     with pytest.raises(ModelError, match="checksum"):
         speaker.MODEL.convert(b"\x80\x02not the weights")
+
+
+def test_one_voice_is_nearer_to_itself_than_to_another(tmp_path: Path) -> None:
+    """The encoder's embeddings of two sentences by one espeak-ng voice are more alike
+    than the live tracker's threshold; of a man's and a woman's voice, less."""
+    encoder = shared_encoder()
+    man = [encoder.embed_utterance(say(line, VOICES[0], tmp_path)) for line in LINES[:2]]
+    woman = encoder.embed_utterance(say(LINES[2], VOICES[1], tmp_path))
+    threshold = TrackerConfig().threshold
+    assert float(man[0] @ man[1]) > threshold > float(man[0] @ woman)
+    assert np.allclose(np.linalg.norm(woman), 1.0, atol=1e-5)
 
 
 def test_the_segmentation_weights_are_read_without_torch_and_checked() -> None:
@@ -199,6 +210,19 @@ def test_the_segmentation_weights_are_read_without_torch_and_checked() -> None:
 
 def test_silence_has_no_speaker() -> None:
     assert diarize(np.zeros(12 * SAMPLE_RATE, np.float32), shared_encoder()) == []
+
+
+def test_speakers_of_an_earlier_encoder_keep_their_labels() -> None:
+    """A checkpoint whose centroids have another size (GE2E's 256 numbers): no
+    crash, the labels stay taken, a new voice gets the next one."""
+    old = (("S1", (1.0,) * 256, 2.0), ("S2", (0.5,) * 256, 3.0))
+    tracker = SpeakerTracker.restore(TrackerConfig(), old)
+    voice = np.eye(1, 192, dtype=np.float32)[0]
+    assert tracker.assign(voice, 2000) == "S3"
+    assert tracker.assign(voice, 2000) == "S3"
+    full = SpeakerTracker.restore(TrackerConfig(max_speakers=2), old)
+    assert full.assign(voice, 2000) in ("S1", "S2")
+    assert full.assign(voice, 2000) in ("S1", "S2")
 
 
 def test_the_speakers_survive_the_checkpoint_encoding() -> None:

@@ -18,7 +18,7 @@ from voxwire.models.packages import StageProgress
 SPEAKER_MODELS: dict[str, tuple[NpzModel, str]] = {
     speaker.SPEAKER_MODEL: (
         speaker.MODEL,
-        f"speaker encoder: Resemblyzer's GE2E weights ({speaker.LICENCE})",
+        f"speaker encoder: 3D-Speaker's CAM++ ({speaker.LICENCE})",
     ),
     segmentation.SEGMENTATION_MODEL: (
         segmentation.MODEL,

@@ -1,29 +1,20 @@
-"""How many voices a file holds, and which window is whose.
+"""How many voices a file holds, and which embedding is whose.
 
-Agglomerative clustering (scikit-learn) of the windows' embeddings, cosine
-distance, average linkage, in two steps:
-
-1. One voice or several? When average linkage joins all the windows of the file
-   at a distance under :data:`ONE_VOICE_DISTANCE`, the file has one speaker. One voice's windows
-   measured 0.19-0.31 on the eval recordings; the recordings with RTTM files
-   (2 to 4 speakers) 0.32-0.56.
-2. Several: the embeddings are centred on the file's mean first (what all the
-   windows share, the room, the microphone, the GE2E's own bias, is taken out),
-   which separated the two similar voices of pyannote's sample (DER 43 % to 9 %
-   with the count given); clusters merge while their mean distance stays under
-   :data:`DISTANCE_THRESHOLD`.
-
-Both thresholds were chosen on the eval recordings with RTTM files and their
+Agglomerative clustering (scikit-learn) of the embeddings of the voices heard in
+each window (:mod:`.segmented`), cosine distance, average linkage: clusters
+merge while their mean distance stays under :data:`DISTANCE_THRESHOLD`. The
+threshold was chosen on the eval recordings with RTTM files and their
 one-speaker recordings (``benchmarks/bench_diarization.py --thresholds`` prints
-DER for neighbouring values): too few recordings to tune finer. Bounds given by the session
-(``min_speakers``/``max_speakers``) override the count found: the windows are
-then cut into the nearest allowed number of clusters.
+DER for neighbouring values): too few recordings to tune finer. Bounds given by
+the session (``min_speakers``/``max_speakers``) override the count found: the
+embeddings are then cut into the nearest allowed number of clusters.
 
-A cluster of fewer than :data:`MIN_CLUSTER_WINDOWS` windows (under about a
-second and a half of speech) is more often a cough, a laugh or an overlap than a
-voice: its windows join the nearest larger cluster, unless the bounds need it.
-Finally each window goes to the cluster whose centroid is nearest, which
-repairs windows that average linkage attached by a chain.
+A cluster of fewer than :data:`MIN_CLUSTER_WINDOWS` embeddings (a voice heard in
+fewer than three windows, under about three seconds of speech) is more often a
+cough, a laugh or an overlap than a voice: its embeddings join the nearest larger
+cluster, unless the bounds need it. Finally each embedding goes to the cluster
+whose centroid is nearest, which repairs those that average linkage attached by
+a chain.
 """
 
 from __future__ import annotations
@@ -34,10 +25,8 @@ from sklearn.cluster import AgglomerativeClustering
 
 from voxwire.workers.speakers.encoder import Embeddings, unit
 
-ONE_VOICE_DISTANCE = 0.3
-"""Under this distance at which all of a file's windows join, it has one speaker."""
-DISTANCE_THRESHOLD = 1.0
-"""Cosine distance (1 - similarity) of centred embeddings under which clusters merge."""
+DISTANCE_THRESHOLD = 0.6
+"""Cosine distance (1 - similarity) under which clusters merge."""
 MIN_CLUSTER_WINDOWS = 3
 
 Labels = npt.NDArray[np.int64]
@@ -54,22 +43,12 @@ def _agglomerate(embeddings: Embeddings, clusters: int | None, threshold: float)
     return labels
 
 
-def _spread(embeddings: Embeddings) -> float:
-    """The cosine distance at which average linkage joins all the rows into one cluster."""
-    model = AgglomerativeClustering(
-        n_clusters=None, metric="cosine", linkage="average", distance_threshold=0.0,
-        compute_distances=True,
-    )  # fmt: skip
-    model.fit(embeddings)
-    return float(model.distances_[-1])
-
-
 def _centroids(embeddings: Embeddings, labels: Labels) -> Embeddings:
     return unit(np.stack([embeddings[labels == k].mean(axis=0) for k in np.unique(labels)]))
 
 
 def _renumber(labels: Labels) -> Labels:
-    """Clusters numbered 0, 1, ... in order of their first window."""
+    """Clusters numbered 0, 1, ... in order of their first embedding."""
     order = {int(k): n for n, k in enumerate(dict.fromkeys(labels.tolist()))}
     return np.array([order[int(k)] for k in labels], dtype=np.int64)
 
@@ -87,11 +66,8 @@ def cluster(
         return np.zeros(0, dtype=np.int64)
     low = min(max(1, min_speakers or 1), count)
     high = min(max_speakers or count, count)
-    if count == 1:
-        return np.zeros(1, dtype=np.int64)
-    if high == 1 or (low == 1 and _spread(embeddings) < ONE_VOICE_DISTANCE):
+    if count == 1 or high == 1:
         return np.zeros(count, dtype=np.int64)
-    embeddings = unit(embeddings - embeddings.mean(axis=0))
     labels = _agglomerate(embeddings, None, threshold)
     found = int(labels.max()) + 1
     if found > low:  # small clusters join their nearest neighbour

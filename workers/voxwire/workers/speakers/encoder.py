@@ -1,132 +1,254 @@
-"""The GE2E speaker encoder, run in numpy: 1.6 s of speech in, a voice's 256 numbers out.
+"""The CAM++ speaker encoder, run in numpy: speech in, a voice's 192 numbers out.
 
-The network (Wan et al. 2018, as Resemblyzer trained it): a 3-layer LSTM over
-the 40-channel mel frames (:mod:`.features`), 256 units per layer; the last
-layer's final hidden state goes through a 256 x 256 linear layer and a ReLU,
-and is scaled to unit length. Its inputs are *partial utterances* of 160 frames
-(1.6 s). An utterance's embedding is the mean of its partials' (160 frames every
-80: half overlapping), scaled to unit length again. Two embeddings of one voice
-have a cosine similarity near 0.8-0.9; of two voices, lower.
+The network (Wang et al. 2023, as 3D-Speaker defines it) reads the 80-channel
+filterbank frames of :mod:`.features`:
 
-LSTM step (PyTorch's gate order i, f, g, o)::
+1. a 2-D convolutional front end over frequency and time (a 3x3 convolution,
+   two stages of two residual blocks, the first block of each halving the
+   frequencies, a last 3x3 convolution halving them again: 32 channels x 10
+   frequencies);
+2. a TDNN layer (5 taps, every second frame: one row per 20 ms), then three
+   densely connected blocks of 12, 24 and 16 layers (each adds 32 channels: a
+   1x1 bottleneck of 128 and a 3-tap convolution whose output is masked by a
+   gate computed from the mean of the whole input and of its 100-frame
+   segments, the *context-aware mask*), each block followed by a 1x1 layer that
+   halves the channels; batch norms and ReLUs before each convolution;
+3. statistics pooling (mean and standard deviation of each of 512 channels over
+   the frames) and a 1x1 layer to 192 numbers, batch-normalized.
 
-    i, f, g, o = split(W_ih x + b_ih + W_hh h + b_hh)
-    c = sigmoid(f) * c + sigmoid(i) * tanh(g)
-    h = sigmoid(o) * tanh(c)
-
-The input projection of a whole layer is one matrix product over every frame
-of every partial; only the recurrent product runs step by step, batched over
-the partials. The weights: :mod:`voxwire.models.speaker`.
+Everything before the pooling is computed once for a whole recording
+(:meth:`SpeakerEncoder.frame_features`, in pieces of at most
+:data:`CHUNK_SAMPLES`); a voice's embedding is the pooling of the rows where it
+talks (:meth:`SpeakerEncoder.embed_spans`). Embeddings are scaled to unit
+length: two of one voice have a cosine similarity near 0.7-0.9, of two voices
+near 0-0.3. The weights: :mod:`voxwire.models.speaker`.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
-from voxwire.core.samples import Audio
+from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.models import speaker
-from voxwire.workers.speakers.features import Mel, mel_spectrogram, normalize_volume
+from voxwire.workers.speakers.features import HOP, fbank
 
-PARTIAL_FRAMES = 160
-"""Mel frames in one partial utterance: 1.6 s."""
-PARTIAL_HOP = 80
-"""Frames between two partials of an utterance: they overlap by half."""
-MIN_COVERAGE = 0.75
-"""A last partial is kept when speech fills at least this share of it."""
-EMBEDDING_SIZE = 256
+EMBEDDING_SIZE = 192
+CHANNELS = 512
+"""Of a row of frame features."""
+CHUNK_SAMPLES = 10 * SAMPLE_RATE
+"""The longest piece of audio the network reads at once."""
+ROW_STEP = 2 * HOP
+"""Samples between two rows of frame features (20 ms)."""
+ROW_CENTRE = 200
+"""The sample on which a piece's first row is centred."""
+_EPS = 1e-5
+_CONTEXT_SEGMENT = 100
 
+Array = npt.NDArray[np.float32]
 Embeddings = npt.NDArray[np.float32]
-"""``(n, 256)`` unit vectors."""
+"""``(n, 192)`` unit vectors."""
 
 
-def _sigmoid(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    result: npt.NDArray[np.float32] = 0.5 * (1.0 + np.tanh(0.5 * x))
+def unit(vectors: Array) -> Array:
+    """Each row (or the vector) scaled to length 1 (zeros stay zeros)."""
+    norm = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    result: Array = (vectors / np.maximum(norm, 1e-12)).astype(np.float32)
     return result
 
 
-def unit(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """Each row (or the vector) scaled to length 1 (zeros stay zeros)."""
-    norm = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    result: npt.NDArray[np.float32] = (vectors / np.maximum(norm, 1e-12)).astype(np.float32)
+@dataclass(frozen=True, slots=True)
+class FrameFeatures:
+    """A recording's rows of 512 channels, before the pooling."""
+
+    values: Array
+    """``(rows, 512)``."""
+    centres: npt.NDArray[np.int64]
+    """The sample each row is centred on."""
+
+
+def _relu(x: Array) -> Array:
+    return np.maximum(x, np.float32(0))
+
+
+def _sigmoid(x: Array) -> Array:
+    result: Array = (0.5 * (1.0 + np.tanh(0.5 * x))).astype(np.float32)
     return result
 
 
 class SpeakerEncoder:
-    """The encoder with its weights loaded; thread-safe (it keeps no state)."""
+    """CAM++ with its weights loaded; thread-safe (it keeps no state)."""
 
     def __init__(self, weights: speaker.Weights) -> None:
-        self._layers = [
-            (
-                np.ascontiguousarray(weights[f"lstm.weight_ih_l{n}"].T),
-                np.ascontiguousarray(weights[f"lstm.weight_hh_l{n}"].T),
-                weights[f"lstm.bias_ih_l{n}"] + weights[f"lstm.bias_hh_l{n}"],
-            )
-            for n in range(speaker.LAYERS)
-        ]
-        self._linear = (np.ascontiguousarray(weights["linear.weight"].T), weights["linear.bias"])
+        self._w = weights
+        self._norms: dict[str, tuple[Array, Array]] = {}
+        for name in weights:
+            if name.endswith(".running_mean"):
+                base = name.removesuffix(".running_mean")
+                scale = 1.0 / np.sqrt(weights[f"{base}.running_var"] + _EPS)
+                shift = -weights[name] * scale
+                if f"{base}.weight" in weights:
+                    scale, shift = (
+                        scale * weights[f"{base}.weight"],
+                        shift * weights[f"{base}.weight"] + weights[f"{base}.bias"],
+                    )
+                self._norms[base] = (scale.astype(np.float32), shift.astype(np.float32))
 
     @classmethod
     def load(cls) -> SpeakerEncoder:
         """The encoder, its weights installed into the cache on first use."""
         return cls(speaker.MODEL.load_or_install())
 
-    def embed_partials(self, mels: npt.NDArray[np.float32]) -> Embeddings:
-        """``(batch, frames, 40)`` mel frames -> ``(batch, 256)`` unit embeddings.
-
-        One BLAS thread: the products are small, and several BLAS threads on
-        cores that the engines keep busy made it 10 to 25 times slower here."""
+    def frame_features(self, audio: Audio) -> FrameFeatures:
+        """The rows of ``audio`` (16 kHz), read in pieces of at most
+        :data:`CHUNK_SAMPLES` of equal length. One BLAS thread: the products are
+        small, and several BLAS threads on cores that the engines keep busy are
+        much slower."""
+        pieces = max(1, math.ceil(len(audio) / CHUNK_SAMPLES))
+        bounds = np.linspace(0, len(audio), pieces + 1).astype(np.int64)
+        values: list[Array] = []
+        centres: list[npt.NDArray[np.int64]] = []
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._forward(mels)
+            for start, end in itertools.pairwise(bounds):
+                features = fbank(audio[start:end])
+                if len(features) < 2:
+                    continue
+                rows = self._rows(features)
+                values.append(rows)
+                centres.append(start + ROW_CENTRE + ROW_STEP * np.arange(len(rows)))
+        if not values:
+            return FrameFeatures(np.zeros((0, CHANNELS), np.float32), np.zeros(0, np.int64))
+        return FrameFeatures(np.concatenate(values), np.concatenate(centres))
 
-    def _forward(self, mels: npt.NDArray[np.float32]) -> Embeddings:
-        batch, steps, _ = mels.shape
-        x = mels.astype(np.float32)
-        h = np.zeros((batch, EMBEDDING_SIZE), np.float32)
-        for w_ih, w_hh, bias in self._layers:
-            projected = (x.reshape(batch * steps, -1) @ w_ih + bias).reshape(batch, steps, -1)
-            h = np.zeros((batch, EMBEDDING_SIZE), np.float32)
-            c = np.zeros((batch, EMBEDDING_SIZE), np.float32)
-            outputs = np.empty((batch, steps, EMBEDDING_SIZE), np.float32)
-            for t in range(steps):
-                gates = projected[:, t] + h @ w_hh
-                i, f, g, o = np.split(gates, 4, axis=1)
-                c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-                h = _sigmoid(o) * np.tanh(c)
-                outputs[:, t] = h
-            x = outputs
-        weight, bias = self._linear
-        return unit(np.maximum(h @ weight + bias, 0.0))
+    def pool(self, rows: Array) -> Array:
+        """The unit embedding of ``rows`` (n, 512) of frame features."""
+        spread = rows.std(axis=0, ddof=1) if len(rows) > 1 else np.full(CHANNELS, 1e-2)
+        stats = np.concatenate([rows.mean(axis=0), spread]).astype(np.float32)
+        scale, shift = self._norms["xvector.dense.nonlinear.batchnorm"]
+        dense = self._w["xvector.dense.linear.weight"][:, :, 0] @ stats
+        return unit(dense * scale + shift)
 
-    def embed_windows(self, mel: Mel, starts: list[int]) -> Embeddings:
-        """The embeddings of the 160-frame windows of ``mel`` starting at ``starts``
-        (frames; a window past the end is padded with silence)."""
-        if not starts:
-            return np.zeros((0, EMBEDDING_SIZE), np.float32)
-        end = max(starts) + PARTIAL_FRAMES
-        if end > len(mel):
-            mel = np.pad(mel, ((0, end - len(mel)), (0, 0)))
-        windows = np.stack([mel[s : s + PARTIAL_FRAMES] for s in starts])
-        return self.embed_partials(windows)
+    def embed_spans(
+        self, features: FrameFeatures, spans: list[list[tuple[int, int]]]
+    ) -> Embeddings:
+        """One unit embedding per list of ``[start, end)`` sample spans: the pooling
+        of the rows centred inside them (zeros where no row is)."""
+        out = np.zeros((len(spans), EMBEDDING_SIZE), np.float32)
+        for n, voice in enumerate(spans):
+            chosen = [
+                np.arange(*np.searchsorted(features.centres, (start, end))) for start, end in voice
+            ]
+            rows = np.unique(np.concatenate(chosen)) if chosen else np.zeros(0, np.int64)
+            if len(rows):
+                out[n] = self.pool(features.values[rows])
+        return out
 
-    def embed_utterance(self, audio: Audio) -> npt.NDArray[np.float32]:
-        """One unit embedding for ``audio`` (16 kHz, one voice): its partials' mean."""
-        mel = mel_spectrogram(normalize_volume(audio))
-        return unit(self.embed_windows(mel, partial_starts(len(mel))).mean(axis=0))
+    def embed_utterance(self, audio: Audio) -> Array:
+        """One unit embedding for ``audio`` (16 kHz, one voice)."""
+        features = self.frame_features(audio)
+        if not len(features.values):
+            return np.zeros(EMBEDDING_SIZE, np.float32)
+        return self.pool(features.values)
+
+    def _norm(self, x: Array, name: str, axis: int = 1) -> Array:
+        scale, shift = self._norms[name]
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        result: Array = x * scale.reshape(shape) + shift.reshape(shape)
+        return result
+
+    def _conv2d(self, x: Array, name: str, stride: int = 1) -> Array:
+        """``x`` (channels, freq, time) through a 3x3 (padded) or 1x1 convolution,
+        ``stride`` on frequency only."""
+        weight = self._w[f"{name}.weight"]
+        out, inputs, kf, kt = weight.shape
+        if kf == 3:
+            x = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+        windows = np.lib.stride_tricks.sliding_window_view(x, (kf, kt), axis=(1, 2))[:, ::stride]
+        freq, time = windows.shape[1:3]
+        cols = windows.transpose(1, 2, 0, 3, 4).reshape(freq * time, inputs * kf * kt)
+        result: Array = (cols @ weight.reshape(out, -1).T).T.reshape(out, freq, time)
+        return result
+
+    def _residual(self, x: Array, name: str, stride: int) -> Array:
+        y = _relu(self._norm(self._conv2d(x, f"{name}.conv1", stride), f"{name}.bn1", 0))
+        y = self._norm(self._conv2d(y, f"{name}.conv2"), f"{name}.bn2", 0)
+        if f"{name}.shortcut.0.weight" in self._w:
+            x = self._norm(self._conv2d(x, f"{name}.shortcut.0", stride), f"{name}.shortcut.1", 0)
+        return _relu(y + x)
+
+    def _conv1d(
+        self, x: Array, name: str, *, stride: int = 1, dilation: int = 1, padding: int = 0
+    ) -> Array:
+        """``x`` (channels, time) through a 1-D convolution."""
+        weight = self._w[f"{name}.weight"]
+        out, inputs, taps = weight.shape
+        if taps == 1:
+            y = weight[:, :, 0] @ x
+        else:
+            padded = np.pad(x, ((0, 0), (padding, padding)))
+            span = dilation * (taps - 1) + 1
+            windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=1)
+            windows = windows[:, ::stride, ::dilation]  # (in, time, taps)
+            cols = windows.transpose(1, 0, 2).reshape(windows.shape[1], inputs * taps)
+            y = (cols @ weight.reshape(out, -1).T).T
+        if f"{name}.bias" in self._w:
+            y = y + self._w[f"{name}.bias"][:, None]
+        result: Array = y.astype(np.float32)
+        return result
+
+    def _rows(self, features: Array) -> Array:
+        """``(frames, 80)`` filterbank frames -> ``(ceil(frames / 2), 512)`` rows."""
+        x = self._conv2d(features.T[None], "head.conv1")
+        x = _relu(self._norm(x, "head.bn1", 0))
+        for stage in ("layer1", "layer2"):
+            x = self._residual(x, f"head.{stage}.0", 2)
+            x = self._residual(x, f"head.{stage}.1", 1)
+        x = _relu(self._norm(self._conv2d(x, "head.conv2", 2), "head.bn2", 0))
+        x = x.reshape(-1, x.shape[2])  # (32 x 10, time)
+        x = self._conv1d(x, "xvector.tdnn.linear", stride=2, padding=2)
+        x = _relu(self._norm(x, "xvector.tdnn.nonlinear.batchnorm", 0))
+        for number, (layers, dilation) in enumerate(speaker.DENSE_BLOCKS, 1):
+            for layer in range(1, layers + 1):
+                x = np.concatenate([x, self._dense_layer(x, number, layer, dilation)])
+            transit = f"xvector.transit{number}"
+            x = _relu(self._norm(x, f"{transit}.nonlinear.batchnorm", 0))
+            x = self._conv1d(x, f"{transit}.linear")
+        x = _relu(self._norm(x, "xvector.out_nonlinear.batchnorm", 0))
+        rows: Array = np.ascontiguousarray(x.T)
+        return rows
+
+    def _dense_layer(self, x: Array, block: int, layer: int, dilation: int) -> Array:
+        name = f"xvector.block{block}.tdnnd{layer}"
+        h = self._conv1d(_relu(self._norm(x, f"{name}.nonlinear1.batchnorm", 0)), f"{name}.linear1")
+        h = _relu(self._norm(h, f"{name}.nonlinear2.batchnorm", 0))
+        local = self._conv1d(
+            h, f"{name}.cam_layer.linear_local", dilation=dilation, padding=dilation
+        )
+        context = h.mean(axis=1, keepdims=True) + _segment_means(h, _CONTEXT_SEGMENT)
+        gate = _relu(self._conv1d(context, f"{name}.cam_layer.linear1"))
+        gate = _sigmoid(self._conv1d(gate, f"{name}.cam_layer.linear2"))
+        result: Array = local * gate
+        return result
 
 
-def partial_starts(frames: int) -> list[int]:
-    """Where an utterance of ``frames`` mel frames is cut into partials: every
-    :data:`PARTIAL_HOP` frames; a last partial that speech fills less than
-    :data:`MIN_COVERAGE` is dropped, unless it is the only one."""
-    starts = list(range(0, max(1, frames - PARTIAL_FRAMES + PARTIAL_HOP), PARTIAL_HOP))
-    last = starts[-1]
-    if len(starts) > 1 and (frames - last) / PARTIAL_FRAMES < MIN_COVERAGE:
-        starts.pop()
-    return starts
+def _segment_means(x: Array, length: int) -> Array:
+    """Each column of ``x`` (channels, time) replaced by the mean of its segment of
+    ``length`` columns (the last segment may be shorter)."""
+    time = x.shape[1]
+    segments = math.ceil(time / length)
+    padded = np.pad(x, ((0, 0), (0, segments * length - time)))
+    sums = padded.reshape(x.shape[0], segments, length).sum(axis=2)
+    counts = np.full(segments, length, np.float32)
+    counts[-1] = time - (segments - 1) * length
+    result: Array = np.repeat(sums / counts, length, axis=1)[:, :time]
+    return result
 
 
 @cache

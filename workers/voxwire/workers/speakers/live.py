@@ -57,9 +57,11 @@ class StreamSpeakers:
             return whole
         encoder = shared_encoder()
         duration = round(len(audio) * _MS_PER_SAMPLE)
+        features = encoder.frame_features(audio)
         if duration >= SPLIT_MIN_MS:
-            active = speaker_frames(audio, encoder, shared_segmenter(), DiarizationOptions())
-            voices = voice_embeddings(audio, active, encoder)
+            options = DiarizationOptions()
+            active = speaker_frames(audio, features, encoder, shared_segmenter(), options)
+            voices = voice_embeddings(active, features, encoder)
             if sum(v is not None for v in voices) > 1:
                 labels = [""] * len(voices)
                 spoken = active.sum(axis=0) * FRAME_STEP * _MS_PER_SAMPLE
@@ -71,7 +73,9 @@ class StreamSpeakers:
                 heard = [k for k, label in enumerate(labels) if label]
                 turns = frame_turns(active[:, heard], [labels[k] for k in heard], start_ms)
                 return split_segment(start_ms, end_ms, text, turns)
-        label = self._tracker.assign(encoder.embed_utterance(audio), duration)
+        if not len(features.values):  # under 30 ms: nothing to tell the voice by
+            return whole
+        label = self._tracker.assign(encoder.pool(features.values), duration)
         return [Piece(start_ms, end_ms, text, label)]
 
     def state(self) -> SpeakerState:

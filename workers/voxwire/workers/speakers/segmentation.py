@@ -120,11 +120,13 @@ class _Lstm:
         c = np.zeros((batch, hidden), dtype=np.float32)
         out = np.empty((batch, steps, hidden), dtype=np.float32)
         order = range(steps - 1, -1, -1) if reverse else range(steps)
-        for t in order:
+        for t in order:  # PyTorch's gate order: i, f, g, o
             gates = gates_in[:, t] + h @ w_hh
-            i, f, g, o = np.split(gates, 4, axis=1)
-            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-            h = _sigmoid(o) * np.tanh(c)
+            sig = _sigmoid(gates)
+            c = sig[:, hidden : 2 * hidden] * c + sig[:, :hidden] * np.tanh(
+                gates[:, 2 * hidden : 3 * hidden]
+            )
+            h = sig[:, 3 * hidden :] * np.tanh(c)
             out[:, t] = h
         return out
 
@@ -170,26 +172,13 @@ class Segmenter:
     def log_probabilities(self, windows: Array) -> Array:
         """(batch, :data:`FRAMES`, 7) log-probabilities of the powerset classes of
         ``windows`` (batch, :data:`WINDOW_SAMPLES`). One BLAS thread, as the
-        speaker encoder (:meth:`.encoder.SpeakerEncoder.embed_partials`)."""
+        speaker encoder (:meth:`.encoder.SpeakerEncoder.frame_features`)."""
         with threadpool_limits(limits=1, user_api="blas"):
             return self._forward(windows)
 
     def _forward(self, windows: Array) -> Array:
         w = self._w
-        x = windows[:, :, None].astype(np.float32)
-        x = _instance_norm(x, w["sincnet.wav_norm1d.weight"], w["sincnet.wav_norm1d.bias"])
-        taps = np.lib.stride_tricks.sliding_window_view(x[:, :, 0], _SINC_TAPS, axis=1)
-        x = np.abs(taps[:, ::_SINC_STRIDE] @ self._filters.T)
-        x = _leaky(
-            _instance_norm(_max_pool3(x), w["sincnet.norm1d.0.weight"], w["sincnet.norm1d.0.bias"])
-        )
-        for k in (1, 2):
-            x = _conv(x, w[f"sincnet.conv1d.{k}.weight"], w[f"sincnet.conv1d.{k}.bias"])
-            x = _leaky(
-                _instance_norm(
-                    _max_pool3(x), w[f"sincnet.norm1d.{k}.weight"], w[f"sincnet.norm1d.{k}.bias"]
-                )
-            )
+        x = np.concatenate([self._sincnet(window[None]) for window in windows])
         for forward, backward in self._layers:
             x = np.concatenate([forward.run(x, False), backward.run(x, True)], axis=2)
         for k in (0, 1):
@@ -198,6 +187,26 @@ class Segmenter:
         shifted = logits - logits.max(axis=2, keepdims=True)
         result: Array = shifted - np.log(np.exp(shifted).sum(axis=2, keepdims=True))
         return result.astype(np.float32)
+
+    def _sincnet(self, window: Array) -> Array:
+        """(1, :data:`FRAMES`, 60) features of one window (1, :data:`WINDOW_SAMPLES`);
+        one at a time, as the filters' input is 16 MB a window."""
+        w = self._w
+        x = _instance_norm(
+            window[:, :, None].astype(np.float32),
+            w["sincnet.wav_norm1d.weight"],
+            w["sincnet.wav_norm1d.bias"],
+        )
+        taps = np.lib.stride_tricks.sliding_window_view(x[:, :, 0], _SINC_TAPS, axis=1)
+        x = np.abs(taps[:, ::_SINC_STRIDE] @ self._filters.T)
+        for k in (0, 1, 2):
+            if k:
+                x = _conv(x, w[f"sincnet.conv1d.{k}.weight"], w[f"sincnet.conv1d.{k}.bias"])
+            x = _instance_norm(
+                _max_pool3(x), w[f"sincnet.norm1d.{k}.weight"], w[f"sincnet.norm1d.{k}.bias"]
+            )
+            x = _leaky(x)
+        return x
 
     def activity(self, windows: Array) -> npt.NDArray[np.bool_]:
         """(batch, :data:`FRAMES`, 3): whether each local speaker talks in each

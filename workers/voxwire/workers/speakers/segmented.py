@@ -4,12 +4,14 @@
    last one ends at the end of the file) and :class:`~.segmentation.Segmenter`
    says, for each 17 ms frame of each window, which of up to three local
    speakers talk (two at most at once);
-2. each local speaker of each window gets an embedding (:mod:`.encoder`) of the
-   frames where it talks alone (all its frames when that is under
+2. each local speaker of each window gets an embedding (:mod:`.encoder`: the
+   encoder reads the whole file once, and the voice's embedding pools its rows)
+   of the frames where it talks alone (all its frames when that is under
    :data:`MIN_ALONE_MS`); one heard for less than :data:`MIN_EMBED_MS` gets
    none, and its frames are left out;
 3. the embeddings are clustered (:mod:`.clustering`: the count of speakers is
-   found, or kept within bounds), then in each window its local speakers go to
+   found, or kept within bounds; a file where a window heard two voices has two
+   at least), then in each window its local speakers go to
    the nearest speakers of the file, two local speakers never to one
    (Hungarian assignment);
 4. every frame of the file hears as many speakers as the windows over it say on
@@ -21,13 +23,12 @@ turn. Turns of two speakers may overlap. Speakers are named ``S1``, ``S2``... in
 the order they are first heard.
 
 On the eval recordings with RTTM files this took the DER from 46.2 % (Silero VAD
-and GE2E windows of the speech, one speaker at a time) to 29.6 %
-(``benchmarks/bench_diarization.py``; README, Speakers).
+and windows of the speech embedded by an older encoder, GE2E, one speaker at a
+time) to 27.3 % (``benchmarks/bench_diarization.py``; README, Speakers).
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from functools import cache
 
@@ -37,14 +38,7 @@ from scipy.optimize import linear_sum_assignment
 
 from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.workers.speakers.clustering import DISTANCE_THRESHOLD, cluster
-from voxwire.workers.speakers.encoder import (
-    EMBEDDING_SIZE,
-    PARTIAL_FRAMES,
-    SpeakerEncoder,
-    partial_starts,
-    unit,
-)
-from voxwire.workers.speakers.features import FRAMES_PER_SECOND, mel_spectrogram, normalize_volume
+from voxwire.workers.speakers.encoder import FrameFeatures, SpeakerEncoder, unit
 from voxwire.workers.speakers.files import JOIN_GAP_MS, Turn, speaker_label
 from voxwire.workers.speakers.segmentation import (
     FRAME_CENTRE,
@@ -58,7 +52,6 @@ MIN_ALONE_MS = 1000
 MIN_EMBED_MS = 500
 BATCH = 16
 """Windows through the segmentation network at once."""
-_MEL_HOP = SAMPLE_RATE // FRAMES_PER_SECOND
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +77,8 @@ def diarize(
     segmenter: Segmenter | None = None,
 ) -> list[Turn]:
     """The speaker turns of ``audio`` (16 kHz), in order of their starts."""
-    active = speaker_frames(audio, encoder, segmenter or shared_segmenter(), options)
+    features = encoder.frame_features(audio)
+    active = speaker_frames(audio, features, encoder, segmenter or shared_segmenter(), options)
     first_heard = [np.flatnonzero(active[:, s])[0] for s in range(active.shape[1])]
     order = np.argsort(first_heard, kind="stable")
     labels = [""] * active.shape[1]
@@ -111,14 +105,17 @@ def frame_turns(active: npt.NDArray[np.bool_], labels: list[str], offset_ms: int
 
 
 def voice_embeddings(
-    audio: Audio, active: npt.NDArray[np.bool_], encoder: SpeakerEncoder
+    active: npt.NDArray[np.bool_], features: FrameFeatures, encoder: SpeakerEncoder
 ) -> list[npt.NDArray[np.float32] | None]:
-    """One embedding per speaker (column) of ``active`` (:func:`speaker_frames`
-    of ``audio``), None for one heard too little to tell."""
+    """One embedding per speaker (column) of ``active`` (:func:`speaker_frames`,
+    from the start of the audio of ``features``), None for one heard too little
+    to tell."""
     found: list[npt.NDArray[np.float32] | None] = []
     for k in range(active.shape[1]):
         frames = _own_frames(active, k)
-        found.append(None if frames is None else _embed(audio, [(0, frames)], encoder)[0])
+        found.append(
+            None if frames is None else encoder.embed_spans(features, [_spans(frames, 0)])[0]
+        )
     return found
 
 
@@ -148,15 +145,15 @@ def _local_activity(audio: Audio, starts: list[int], segmenter: Segmenter) -> np
     return np.concatenate(out)
 
 
-def _mel_mask(frames: npt.NDArray[np.bool_], start: int, mel_frames: int) -> npt.NDArray[np.bool_]:
-    """Which 10 ms mel frames of the file the window frames ``frames`` (from a
-    window at sample ``start``) cover."""
-    mask = np.zeros(mel_frames, dtype=np.bool_)
-    for f in np.flatnonzero(frames):
-        lo = (start + FRAME_CENTRE - FRAME_STEP // 2 + FRAME_STEP * int(f)) // _MEL_HOP
-        hi = (start + FRAME_CENTRE + FRAME_STEP // 2 + FRAME_STEP * int(f)) // _MEL_HOP
-        mask[max(0, lo) : min(mel_frames, hi + 1)] = True
-    return mask
+def _spans(frames: npt.NDArray[np.bool_], start: int) -> list[tuple[int, int]]:
+    """The ``[start, end)`` sample spans of the runs of ``frames`` (the frames of a
+    window at sample ``start``)."""
+    edges = np.flatnonzero(np.diff(np.r_[0, frames.astype(np.int8), 0]))
+    first = start + FRAME_CENTRE - FRAME_STEP // 2
+    return [
+        (first + FRAME_STEP * int(a), first + FRAME_STEP * int(b))
+        for a, b in zip(edges[::2], edges[1::2], strict=True)
+    ]
 
 
 def _own_frames(activity: npt.NDArray[np.bool_], k: int) -> npt.NDArray[np.bool_] | None:
@@ -171,39 +168,24 @@ def _own_frames(activity: npt.NDArray[np.bool_], k: int) -> npt.NDArray[np.bool_
     return frames if frames.sum() * per_ms >= MIN_EMBED_MS else None
 
 
-def _embed(
-    audio: Audio, masks: list[tuple[int, npt.NDArray[np.bool_]]], encoder: SpeakerEncoder
-) -> npt.NDArray[np.float32]:
-    """One unit embedding per ``(start, frames)``: the frames of a window at sample ``start``."""
-    mel = mel_spectrogram(normalize_volume(audio))
-    partials: list[npt.NDArray[np.float32]] = []
-    counts: list[int] = []
-    for start, frames in masks:
-        clip = mel[_mel_mask(frames, start, len(mel))]
-        cuts = partial_starts(len(clip))
-        clip = np.pad(clip, ((0, max(0, cuts[-1] + PARTIAL_FRAMES - len(clip))), (0, 0)))
-        partials.extend(clip[s : s + PARTIAL_FRAMES] for s in cuts)
-        counts.append(len(cuts))
-    if not masks:
-        return np.zeros((0, EMBEDDING_SIZE), np.float32)
-    each = encoder.embed_partials(np.stack(partials))
-    bounds = np.cumsum([0, *counts])
-    return unit(np.stack([each[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds)]))
-
-
 def _embeddings(
-    audio: Audio, starts: list[int], activity: npt.NDArray[np.bool_], encoder: SpeakerEncoder
+    features: FrameFeatures,
+    starts: list[int],
+    activity: npt.NDArray[np.bool_],
+    encoder: SpeakerEncoder,
 ) -> tuple[npt.NDArray[np.float32], list[tuple[int, int]]]:
     """One embedding per local speaker heard long enough, and whose it is (window, speaker)."""
-    masks: list[tuple[int, npt.NDArray[np.bool_]]] = []
+    spans: list[list[tuple[int, int]]] = []
     owners: list[tuple[int, int]] = []
     for c, start in enumerate(starts):
         for k in range(activity.shape[2]):
             frames = _own_frames(activity[c], k)
             if frames is not None:
-                masks.append((start, frames))
+                spans.append(_spans(frames, start))
                 owners.append((c, k))
-    return _embed(audio, masks, encoder), owners
+    embeddings = encoder.embed_spans(features, spans)
+    kept = np.flatnonzero(np.linalg.norm(embeddings, axis=1) > 0)
+    return embeddings[kept], [owners[i] for i in kept]
 
 
 def _assign(
@@ -214,14 +196,13 @@ def _assign(
 ) -> npt.NDArray[np.int64]:
     """(windows, 3): the file's speaker of each local speaker (-1: none)."""
     speakers = int(labels.max()) + 1
-    centred = unit(embeddings - embeddings.mean(axis=0)) if speakers > 1 else embeddings
-    centres = unit(np.stack([centred[labels == s].mean(axis=0) for s in range(speakers)]))
+    centres = unit(np.stack([embeddings[labels == s].mean(axis=0) for s in range(speakers)]))
     mapping = np.full((windows, 3), -1, dtype=np.int64)
     by_window: dict[int, list[int]] = {}
     for row, (c, _) in enumerate(owners):
         by_window.setdefault(c, []).append(row)
     for c, rows in by_window.items():
-        similarity = centred[rows] @ centres.T
+        similarity = embeddings[rows] @ centres.T
         picked, to = linear_sum_assignment(-similarity)
         for r, s in zip(picked, to, strict=True):
             mapping[c, owners[rows[r]][1]] = s
@@ -230,6 +211,7 @@ def _assign(
 
 def speaker_frames(
     audio: Audio,
+    features: FrameFeatures,
     encoder: SpeakerEncoder,
     segmenter: Segmenter,
     options: DiarizationOptions,
@@ -240,7 +222,7 @@ def speaker_frames(
     starts = window_starts(len(audio), round(options.step_s * SAMPLE_RATE))
     activity = _local_activity(audio, starts, segmenter)
     total = max(1, (len(audio) - FRAME_CENTRE) // FRAME_STEP + 1)
-    embeddings, owners = _embeddings(audio, starts, activity, encoder)
+    embeddings, owners = _embeddings(features, starts, activity, encoder)
     if not owners:
         return np.zeros((total, 0), dtype=np.bool_)
     together = max(np.bincount([c for c, _ in owners]))

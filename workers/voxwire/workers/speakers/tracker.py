@@ -19,7 +19,9 @@ merged into another) stays so for that final.
 Time-free and I/O-free: the caller embeds the audio and passes the vectors in;
 :meth:`SpeakerTracker.state` and :meth:`SpeakerTracker.restore` carry the
 speakers through a stream checkpoint (another worker goes on with the same
-labels).
+labels). A checkpoint written by a worker with another speaker encoder (its
+centroids of another size) keeps its labels; their voices are matched by
+nothing until a final is given to them, which they then learn anew.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ SpeakerState = tuple[tuple[str, tuple[float, ...], float], ...]
 
 @dataclass(frozen=True, slots=True)
 class TrackerConfig:
-    threshold: float = 0.8
+    threshold: float = 0.6
     """Cosine similarity to a speaker's centroid at which a final is that speaker's."""
     min_new_ms: int = 1000
     """A final shorter than this never opens a new speaker (when there is one)."""
@@ -55,6 +57,13 @@ class _Speaker:
     def centroid(self) -> npt.NDArray[np.float64]:
         norm = float(np.linalg.norm(self.total))
         return self.total / norm if norm > 0 else self.total
+
+    def similarity(self, vector: npt.NDArray[np.float64]) -> float:
+        """Cosine similarity to the centroid; -1 for a centroid of another size (a
+        checkpoint written with an earlier speaker encoder)."""
+        if self.total.shape != vector.shape:
+            return -1.0
+        return float(self.centroid @ vector)
 
 
 @dataclass(slots=True)
@@ -77,7 +86,7 @@ class SpeakerTracker:
         best: _Speaker | None = None
         similarity = -1.0
         for speaker in self._speakers:
-            value = float(speaker.centroid @ vector)
+            value = speaker.similarity(vector)
             if speaker.label not in exclude and value > similarity:
                 best, similarity = speaker, value
         full = self.config.max_speakers is not None and len(self) >= self.config.max_speakers
@@ -86,12 +95,14 @@ class SpeakerTracker:
             and (duration_ms >= self.config.min_new_ms or bool(exclude))
         )
         if full and best is None:
-            best = max(self._speakers, key=lambda s: float(s.centroid @ vector))
+            best = max(self._speakers, key=lambda s: s.similarity(vector))
         elif new and not full:
             best = _Speaker(speaker_label(len(self._speakers)), vector * weight, weight)
             self._speakers.append(best)
             return best.label
         assert best is not None
+        if best.total.shape != vector.shape:  # a centroid of another encoder: learnt anew
+            best.total, best.weight = np.zeros_like(vector), 0.0
         best.total = best.total + vector * weight
         best.weight += weight
         return best.label
