@@ -8,9 +8,12 @@ speakers who often talk at once). DER is pyannote.metrics'
 reference boundary is not scored) and overlapping speech scored (a one-label
 system cannot get it right), summed over the recordings; its parts are printed
 too (missed speech, false alarm, confusion), and DER with overlapped speech
-left out of the scoring (``skip_overlap``).
+left out of the scoring (``skip_overlap``). Two bounds come first, scored the same
+way from the references themselves: the reference with no more than two voices at
+once (what the segmentation network can hear) and with one at a time (a live
+final's pieces carry one speaker each).
 
-- files: :func:`voxwire.workers.speakers.files.diarize` on each whole recording;
+- files: :func:`voxwire.workers.speakers.segmented.diarize` on each whole recording;
 - live: the recording's frames through Silero VAD and the stream endpointer in
   order, as a stream receives them (the same decisions as at real time, without
   waiting for it); each final's audio is embedded and given a label by the online
@@ -20,12 +23,13 @@ left out of the scoring (``skip_overlap``).
   revised. The hypothesis is the finals (their 200 ms pre- and post-roll included)
   with their labels.
 
-Cost: wall seconds per audio second on this machine (VAD, embeddings,
-clustering; no transcription), against the Silero VAD pass alone measured in
-the same run. ``--thresholds`` prints DER for other clustering thresholds (the
-choice of the default). Needs the dev dependency pyannote.metrics.
+Cost: wall seconds per audio second on this machine (segmentation, embeddings,
+clustering; live: the VAD and endpointer too; no transcription), against the
+Silero VAD pass alone measured in the same run. ``--thresholds`` prints DER for
+other clustering thresholds (the choice of the default). Needs the dev
+dependency pyannote.metrics.
 
-    .venv/bin/python benchmarks/bench_diarization.py [--thresholds 0.25,0.3,0.35,0.4,0.45]
+    .venv/bin/python benchmarks/bench_diarization.py [--thresholds 0.5,0.55,0.65,0.7]
 """
 
 from __future__ import annotations
