@@ -15,7 +15,7 @@ from tests.workers.test_stream_pipeline import Clock, OneStream, ScriptedEngine,
 from voxwire.core.audio import SAMPLE_RATE
 from voxwire.core.errors import ModelError
 from voxwire.models import segmentation, speaker
-from voxwire.workers.engine import EngineOptions
+from voxwire.workers.engine import EngineOptions, TranscriptionAborted
 from voxwire.workers.speakers import files
 from voxwire.workers.speakers.encoder import SpeakerEncoder, shared_encoder
 from voxwire.workers.speakers.files import split_segment
@@ -206,6 +206,19 @@ def test_the_segmentation_weights_are_read_without_torch_and_checked() -> None:
     classes = powerset_classes()
     assert classes.sum(axis=1).tolist() == [0, 1, 1, 1, 2, 2, 2]
     assert classes[4].tolist() == [True, True, False]
+
+
+def test_diarizing_stops_when_the_worker_stops() -> None:
+    """A stopping worker's abort is heard during diarization too, not only by the engine."""
+    asked: list[int] = []
+
+    def abort() -> bool:
+        asked.append(1)
+        return len(asked) > 2
+
+    with pytest.raises(TranscriptionAborted):
+        diarize(np.zeros(40 * SAMPLE_RATE, np.float32), shared_encoder(), abort=abort)
+    assert len(asked) == 3
 
 
 def test_silence_has_no_speaker() -> None:

@@ -53,13 +53,16 @@ def detect_language(audio: Audio, engine: Engine, options: EngineOptions) -> tup
     return engine.detect_language(audio[max(0, start - _DETECT_MARGIN) :], options)
 
 
-def speaker_turns(job: FileJob, audio: Audio) -> list[Turn] | None:
-    """The file's speaker turns when the job asks for diarization, else None."""
+def speaker_turns(
+    job: FileJob, audio: Audio, abort: Callable[[], bool] | None = None
+) -> list[Turn] | None:
+    """The file's speaker turns when the job asks for diarization, else None;
+    ``abort`` as the engine's."""
     if job.diarize is None:
         return None
     bounds = job.diarize
     options = DiarizationOptions(min_speakers=bounds.min_speakers, max_speakers=bounds.max_speakers)
-    return diarize(audio, shared_encoder(), options)
+    return diarize(audio, shared_encoder(), options, abort=abort)
 
 
 def run_file_job(
@@ -110,7 +113,7 @@ def run_file_job(
         emit(builder.file_progress(SessionStatus.TRANSCRIBING, end_ms, job.duration_ms))
 
     try:
-        turns = speaker_turns(job, audio)
+        turns = speaker_turns(job, audio, abort)
         if options.language in AUTO:
             builder.detected(*detect_language(audio, engine, options))
             options = replace(options, language=builder.language or "en")

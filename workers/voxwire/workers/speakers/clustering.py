@@ -10,9 +10,9 @@ the session (``min_speakers``/``max_speakers``) override the count found: the
 embeddings are then cut into the nearest allowed number of clusters.
 
 A cluster of fewer than :data:`MIN_CLUSTER_WINDOWS` embeddings (a voice heard in
-fewer than three windows, under about three seconds of speech) is more often a
-cough, a laugh or an overlap than a voice: its embeddings join the nearest larger
-cluster, unless the bounds need it. Finally each embedding goes to the cluster
+fewer than three windows: with a window every second, most voices are heard in
+ten) is more often a cough, a laugh or an overlap than a voice: its embeddings
+join the nearest larger cluster, unless the bounds need it. Finally each embedding goes to the cluster
 whose centroid is nearest, which repairs those that average linkage attached by
 a chain.
 """

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -37,6 +38,7 @@ from threadpoolctl import threadpool_limits
 
 from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.models import speaker
+from voxwire.workers.engine import TranscriptionAborted
 from voxwire.workers.speakers.features import HOP, fbank
 
 EMBEDDING_SIZE = 192
@@ -105,17 +107,22 @@ class SpeakerEncoder:
         """The encoder, its weights installed into the cache on first use."""
         return cls(speaker.MODEL.load_or_install())
 
-    def frame_features(self, audio: Audio) -> FrameFeatures:
+    def frame_features(
+        self, audio: Audio, abort: Callable[[], bool] = lambda: False
+    ) -> FrameFeatures:
         """The rows of ``audio`` (16 kHz), read in pieces of at most
-        :data:`CHUNK_SAMPLES` of equal length. One BLAS thread: the products are
-        small, and several BLAS threads on cores that the engines keep busy are
-        much slower."""
+        :data:`CHUNK_SAMPLES` of equal length; ``abort`` is asked before each
+        (:class:`~voxwire.workers.engine.TranscriptionAborted`). One BLAS thread:
+        the products are small, and several BLAS threads on cores that the
+        engines keep busy are much slower."""
         pieces = max(1, math.ceil(len(audio) / CHUNK_SAMPLES))
         bounds = np.linspace(0, len(audio), pieces + 1).astype(np.int64)
         values: list[Array] = []
         centres: list[npt.NDArray[np.int64]] = []
         with threadpool_limits(limits=1, user_api="blas"):
             for start, end in itertools.pairwise(bounds):
+                if abort():
+                    raise TranscriptionAborted("diarization stopped: the worker is stopping")
                 features = fbank(audio[start:end])
                 if len(features) < 2:
                     continue

@@ -29,6 +29,7 @@ time) to 27.3 % (``benchmarks/bench_diarization.py``; README, Speakers).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -37,6 +38,7 @@ import numpy.typing as npt
 from scipy.optimize import linear_sum_assignment
 
 from voxwire.core.samples import SAMPLE_RATE, Audio
+from voxwire.workers.engine import TranscriptionAborted
 from voxwire.workers.speakers.clustering import DISTANCE_THRESHOLD, cluster
 from voxwire.workers.speakers.encoder import FrameFeatures, SpeakerEncoder, unit
 from voxwire.workers.speakers.files import JOIN_GAP_MS, Turn, speaker_label
@@ -75,10 +77,16 @@ def diarize(
     encoder: SpeakerEncoder,
     options: DiarizationOptions = DiarizationOptions(),
     segmenter: Segmenter | None = None,
+    abort: Callable[[], bool] | None = None,
 ) -> list[Turn]:
-    """The speaker turns of ``audio`` (16 kHz), in order of their starts."""
-    features = encoder.frame_features(audio)
-    active = speaker_frames(audio, features, encoder, segmenter or shared_segmenter(), options)
+    """The speaker turns of ``audio`` (16 kHz), in order of their starts.
+    :class:`~voxwire.workers.engine.TranscriptionAborted` when ``abort`` says so
+    (polled every 10 s of audio read by the encoder and every batch of windows)."""
+    stop = abort or (lambda: False)
+    features = encoder.frame_features(audio, stop)
+    active = speaker_frames(
+        audio, features, encoder, segmenter or shared_segmenter(), options, stop
+    )
     first_heard = [np.flatnonzero(active[:, s])[0] for s in range(active.shape[1])]
     order = np.argsort(first_heard, kind="stable")
     labels = [""] * active.shape[1]
@@ -133,10 +141,14 @@ def window_starts(samples: int, step: int) -> list[int]:
     return starts
 
 
-def _local_activity(audio: Audio, starts: list[int], segmenter: Segmenter) -> npt.NDArray[np.bool_]:
+def _local_activity(
+    audio: Audio, starts: list[int], segmenter: Segmenter, abort: Callable[[], bool]
+) -> npt.NDArray[np.bool_]:
     """(windows, FRAMES, 3)."""
     out = []
     for first in range(0, len(starts), BATCH):
+        if abort():
+            raise TranscriptionAborted("diarization stopped: the worker is stopping")
         batch = np.zeros((len(starts[first : first + BATCH]), WINDOW_SAMPLES), np.float32)
         for row, start in enumerate(starts[first : first + BATCH]):
             piece = audio[start : start + WINDOW_SAMPLES]
@@ -215,12 +227,13 @@ def speaker_frames(
     encoder: SpeakerEncoder,
     segmenter: Segmenter,
     options: DiarizationOptions,
+    abort: Callable[[], bool] = lambda: False,
 ) -> npt.NDArray[np.bool_]:
     """(frames, speakers): which speaker talks in each frame of ``audio`` (16 kHz);
     frame ``g`` is centred on sample ``FRAME_CENTRE + FRAME_STEP * g``. Speakers
     heard nowhere have no column."""
     starts = window_starts(len(audio), round(options.step_s * SAMPLE_RATE))
-    activity = _local_activity(audio, starts, segmenter)
+    activity = _local_activity(audio, starts, segmenter, abort)
     total = max(1, (len(audio) - FRAME_CENTRE) // FRAME_STEP + 1)
     embeddings, owners = _embeddings(features, starts, activity, encoder)
     if not owners:
