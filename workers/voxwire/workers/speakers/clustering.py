@@ -12,9 +12,9 @@ embeddings are then cut into the nearest allowed number of clusters.
 A cluster of fewer than :data:`MIN_CLUSTER_WINDOWS` embeddings (a voice heard in
 fewer than three windows: with a window every second, most voices are heard in
 ten) is more often a cough, a laugh or an overlap than a voice: its embeddings
-join the nearest larger cluster, unless the bounds need it. Finally each embedding goes to the cluster
-whose centroid is nearest, which repairs those that average linkage attached by
-a chain.
+join the nearest larger cluster, unless the bounds need it. Finally each
+embedding goes to the cluster whose centroid is nearest, which repairs those that
+average linkage attached by a chain.
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ near 0-0.3. The weights: :mod:`voxwire.models.speaker`.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ _CONTEXT_SEGMENT = 100
 Array = npt.NDArray[np.float32]
 Embeddings = npt.NDArray[np.float32]
 """``(n, 192)`` unit vectors."""
+_NO_ROWS = np.zeros((0, CHANNELS), np.float32)
 
 
 def unit(vectors: Array) -> Array:
@@ -110,28 +110,19 @@ class SpeakerEncoder:
     def frame_features(
         self, audio: Audio, abort: Callable[[], bool] = lambda: False
     ) -> FrameFeatures:
-        """The rows of ``audio`` (16 kHz), read in pieces of at most
-        :data:`CHUNK_SAMPLES` of equal length; ``abort`` is asked before each
-        (:class:`~voxwire.workers.engine.TranscriptionAborted`). One BLAS thread:
-        the products are small, and several BLAS threads on cores that the
-        engines keep busy are much slower."""
-        pieces = max(1, math.ceil(len(audio) / CHUNK_SAMPLES))
-        bounds = np.linspace(0, len(audio), pieces + 1).astype(np.int64)
-        values: list[Array] = []
-        centres: list[npt.NDArray[np.int64]] = []
-        with threadpool_limits(limits=1, user_api="blas"):
-            for start, end in itertools.pairwise(bounds):
-                if abort():
-                    raise TranscriptionAborted("diarization stopped: the worker is stopping")
-                features = fbank(audio[start:end])
-                if len(features) < 2:
-                    continue
-                rows = self._rows(features)
-                values.append(rows)
-                centres.append(start + ROW_CENTRE + ROW_STEP * np.arange(len(rows)))
-        if not values:
+        """All the rows of ``audio`` (16 kHz) (:class:`FrameReader`)."""
+        return FrameReader(self, audio, abort).covering(0, len(audio))
+
+    def rows_of(self, audio: Audio, start: int) -> FrameFeatures:
+        """The rows of one piece ``audio`` that starts at sample ``start`` of its
+        recording. One BLAS thread: the products are small, and several BLAS
+        threads on cores that the engines keep busy are much slower."""
+        features = fbank(audio)
+        if len(features) < 2:
             return FrameFeatures(np.zeros((0, CHANNELS), np.float32), np.zeros(0, np.int64))
-        return FrameFeatures(np.concatenate(values), np.concatenate(centres))
+        with threadpool_limits(limits=1, user_api="blas"):
+            rows = self._rows(features)
+        return FrameFeatures(rows, start + ROW_CENTRE + ROW_STEP * np.arange(len(rows)))
 
     def pool(self, rows: Array) -> Array:
         """The unit embedding of ``rows`` (n, 512) of frame features."""
@@ -243,6 +234,54 @@ class SpeakerEncoder:
         gate = _sigmoid(self._conv1d(gate, f"{name}.cam_layer.linear2"))
         result: Array = local * gate
         return result
+
+
+class FrameReader:
+    """The rows of one recording, read in pieces of at most :data:`CHUNK_SAMPLES`
+    of equal length as far as asked; the pieces before the span asked for are let
+    go, so a recording of hours is never held whole (its rows take 6 MB a minute).
+    ``abort`` is asked before each piece
+    (:class:`~voxwire.workers.engine.TranscriptionAborted`)."""
+
+    def __init__(
+        self, encoder: SpeakerEncoder, audio: Audio, abort: Callable[[], bool] = lambda: False
+    ) -> None:
+        pieces = max(1, math.ceil(len(audio) / CHUNK_SAMPLES))
+        self._bounds = np.linspace(0, len(audio), pieces + 1).astype(np.int64)
+        self._encoder, self._audio, self._abort = encoder, audio, abort
+        self._read = 0
+        self._held: list[FrameFeatures] = []
+        self._joined: FrameFeatures | None = None
+
+    @classmethod
+    def holding(cls, features: FrameFeatures) -> FrameReader:
+        """A reader of rows read before (a live final's, read whole anyway)."""
+        reader = cls.__new__(cls)
+        reader._bounds = np.array([0, np.iinfo(np.int64).max], dtype=np.int64)
+        reader._read, reader._held, reader._joined = 1, [features], features
+        reader._abort = lambda: False
+        return reader
+
+    def covering(self, start: int, end: int) -> FrameFeatures:
+        """The rows of the pieces that hold samples ``start`` to ``end``, in order
+        (spans asked must not go backwards)."""
+        while self._read < len(self._bounds) - 1 and self._bounds[self._read] < end:
+            if self._abort():
+                raise TranscriptionAborted("diarization stopped: the worker is stopping")
+            lo, hi = int(self._bounds[self._read]), int(self._bounds[self._read + 1])
+            self._held.append(self._encoder.rows_of(self._audio[lo:hi], lo))
+            self._read += 1
+            self._joined = None
+        first = int(np.searchsorted(self._bounds, start, side="right")) - 1
+        gone = max(0, len(self._held) - (self._read - first))
+        if gone:
+            self._held, self._joined = self._held[gone:], None
+        if self._joined is None:
+            self._joined = FrameFeatures(
+                np.concatenate([f.values for f in self._held] or [_NO_ROWS]),
+                np.concatenate([f.centres for f in self._held] or [np.zeros(0, np.int64)]),
+            )
+        return self._joined
 
 
 def _segment_means(x: Array, length: int) -> Array:

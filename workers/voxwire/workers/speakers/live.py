@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from voxwire.core.samples import Audio
-from voxwire.workers.speakers.encoder import shared_encoder
+from voxwire.workers.speakers.encoder import FrameReader, shared_encoder
 from voxwire.workers.speakers.files import Piece, split_segment
 from voxwire.workers.speakers.segmentation import FRAME_STEP
 from voxwire.workers.speakers.segmented import (
@@ -60,7 +60,8 @@ class StreamSpeakers:
         features = encoder.frame_features(audio)
         if duration >= SPLIT_MIN_MS:
             options = DiarizationOptions()
-            active = speaker_frames(audio, features, encoder, shared_segmenter(), options)
+            reader = FrameReader.holding(features)
+            active = speaker_frames(audio, reader, encoder, shared_segmenter(), options)
             voices = voice_embeddings(active, features, encoder)
             if sum(v is not None for v in voices) > 1:
                 labels = [""] * len(voices)

@@ -40,7 +40,13 @@ from scipy.optimize import linear_sum_assignment
 from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.workers.engine import TranscriptionAborted
 from voxwire.workers.speakers.clustering import DISTANCE_THRESHOLD, cluster
-from voxwire.workers.speakers.encoder import FrameFeatures, SpeakerEncoder, unit
+from voxwire.workers.speakers.encoder import (
+    EMBEDDING_SIZE,
+    FrameFeatures,
+    FrameReader,
+    SpeakerEncoder,
+    unit,
+)
 from voxwire.workers.speakers.files import JOIN_GAP_MS, Turn, speaker_label
 from voxwire.workers.speakers.segmentation import (
     FRAME_CENTRE,
@@ -83,10 +89,8 @@ def diarize(
     :class:`~voxwire.workers.engine.TranscriptionAborted` when ``abort`` says so
     (polled every 10 s of audio read by the encoder and every batch of windows)."""
     stop = abort or (lambda: False)
-    features = encoder.frame_features(audio, stop)
-    active = speaker_frames(
-        audio, features, encoder, segmenter or shared_segmenter(), options, stop
-    )
+    reader = FrameReader(encoder, audio, stop)
+    active = speaker_frames(audio, reader, encoder, segmenter or shared_segmenter(), options, stop)
     first_heard = [np.flatnonzero(active[:, s])[0] for s in range(active.shape[1])]
     order = np.argsort(first_heard, kind="stable")
     labels = [""] * active.shape[1]
@@ -181,23 +185,28 @@ def _own_frames(activity: npt.NDArray[np.bool_], k: int) -> npt.NDArray[np.bool_
 
 
 def _embeddings(
-    features: FrameFeatures,
+    reader: FrameReader,
     starts: list[int],
     activity: npt.NDArray[np.bool_],
     encoder: SpeakerEncoder,
 ) -> tuple[npt.NDArray[np.float32], list[tuple[int, int]]]:
     """One embedding per local speaker heard long enough, and whose it is (window, speaker)."""
-    spans: list[list[tuple[int, int]]] = []
+    found: list[npt.NDArray[np.float32]] = []
     owners: list[tuple[int, int]] = []
     for c, start in enumerate(starts):
-        for k in range(activity.shape[2]):
-            frames = _own_frames(activity[c], k)
-            if frames is not None:
-                spans.append(_spans(frames, start))
+        heard = [(k, _own_frames(activity[c], k)) for k in range(activity.shape[2])]
+        voices = [(k, frames) for k, frames in heard if frames is not None]
+        if not voices:
+            continue
+        features = reader.covering(start, start + WINDOW_SAMPLES)
+        vectors = encoder.embed_spans(features, [_spans(frames, start) for _, frames in voices])
+        for (k, _), vector in zip(voices, vectors, strict=True):
+            if np.linalg.norm(vector) > 0:
+                found.append(vector)
                 owners.append((c, k))
-    embeddings = encoder.embed_spans(features, spans)
-    kept = np.flatnonzero(np.linalg.norm(embeddings, axis=1) > 0)
-    return embeddings[kept], [owners[i] for i in kept]
+    if not found:
+        return np.zeros((0, EMBEDDING_SIZE), np.float32), []
+    return np.stack(found), owners
 
 
 def _assign(
@@ -223,7 +232,7 @@ def _assign(
 
 def speaker_frames(
     audio: Audio,
-    features: FrameFeatures,
+    reader: FrameReader,
     encoder: SpeakerEncoder,
     segmenter: Segmenter,
     options: DiarizationOptions,
@@ -235,7 +244,7 @@ def speaker_frames(
     starts = window_starts(len(audio), round(options.step_s * SAMPLE_RATE))
     activity = _local_activity(audio, starts, segmenter, abort)
     total = max(1, (len(audio) - FRAME_CENTRE) // FRAME_STEP + 1)
-    embeddings, owners = _embeddings(features, starts, activity, encoder)
+    embeddings, owners = _embeddings(reader, starts, activity, encoder)
     if not owners:
         return np.zeros((total, 0), dtype=np.bool_)
     together = max(np.bincount([c for c, _ in owners]))
