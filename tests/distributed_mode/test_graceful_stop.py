@@ -199,9 +199,11 @@ def _upload_across_a_gateway_stop(platform: DistributedPlatform) -> None:
 
 
 def _refused(url: str) -> bool:
+    """Whether a new request goes unserved: refused, or (accepted in the instant the
+    listening socket closed) closed without an answer."""
     try:
         httpx.get(url, timeout=5)
-    except httpx.ConnectError:
+    except (httpx.ConnectError, httpx.RemoteProtocolError):
         return True
     return False
 
