@@ -119,7 +119,7 @@ class SpeakerEncoder:
         threads on cores that the engines keep busy are much slower."""
         features = fbank(audio)
         if len(features) < 2:
-            return FrameFeatures(np.zeros((0, CHANNELS), np.float32), np.zeros(0, np.int64))
+            return FrameFeatures(_NO_ROWS, np.zeros(0, np.int64))
         with threadpool_limits(limits=1, user_api="blas"):
             rows = self._rows(features)
         return FrameFeatures(rows, start + ROW_CENTRE + ROW_STEP * np.arange(len(rows)))
@@ -257,15 +257,6 @@ class FrameReader:
         self._read = 0
         self._held: list[FrameFeatures] = []
         self._joined: FrameFeatures | None = None
-
-    @classmethod
-    def holding(cls, features: FrameFeatures) -> FrameReader:
-        """A reader of rows read before (a live final's, read whole anyway)."""
-        reader = cls.__new__(cls)
-        reader._bounds = np.array([0, np.iinfo(np.int64).max], dtype=np.int64)
-        reader._read, reader._held, reader._joined = 1, [features], features
-        reader._abort = lambda: False
-        return reader
 
     def covering(self, start: int, end: int) -> FrameFeatures:
         """The rows of the pieces that hold samples ``start`` to ``end``, in order

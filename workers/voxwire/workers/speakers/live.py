@@ -57,10 +57,10 @@ class StreamSpeakers:
             return whole
         encoder = shared_encoder()
         duration = round(len(audio) * _MS_PER_SAMPLE)
-        features = encoder.frame_features(audio)
+        reader = FrameReader(encoder, audio)
+        features = reader.covering(0, len(audio))  # all of it, kept for the label below
         if duration >= SPLIT_MIN_MS:
             options = DiarizationOptions()
-            reader = FrameReader.holding(features)
             active = speaker_frames(audio, reader, encoder, shared_segmenter(), options)
             voices = voice_embeddings(active, features, encoder)
             if sum(v is not None for v in voices) > 1:

@@ -104,10 +104,10 @@ def frame_turns(active: npt.NDArray[np.bool_], labels: list[str], offset_ms: int
     ``offset_ms`` added, in order of their starts."""
     turns: list[Turn] = []
     for column, label in enumerate(labels):
-        edges = np.flatnonzero(np.diff(np.r_[0, active[:, column].astype(np.int8), 0]))
         joined: list[tuple[int, int]] = []
-        for a, b in zip(edges[::2], edges[1::2], strict=True):
-            start, end = offset_ms + _ms(a), offset_ms + _ms(b)
+        for a, b in _runs(active[:, column]):
+            start = offset_ms + _frame_start(a) * 1000 // SAMPLE_RATE
+            end = offset_ms + _frame_start(b) * 1000 // SAMPLE_RATE
             if joined and start - joined[-1][1] < JOIN_GAP_MS:
                 joined[-1] = (joined[-1][0], end)
             else:
@@ -122,18 +122,21 @@ def voice_embeddings(
     """One embedding per speaker (column) of ``active`` (:func:`speaker_frames`,
     from the start of the audio of ``features``), None for one heard too little
     to tell."""
-    found: list[npt.NDArray[np.float32] | None] = []
-    for k in range(active.shape[1]):
-        frames = _own_frames(active, k)
-        found.append(
-            None if frames is None else encoder.embed_spans(features, [_spans(frames, 0)])[0]
-        )
-    return found
+    own = [_own_frames(active, k) for k in range(active.shape[1])]
+    heard = [_spans(frames, 0) for frames in own if frames is not None]
+    vectors = iter(encoder.embed_spans(features, heard))
+    return [None if frames is None else next(vectors) for frames in own]
 
 
-def _ms(frame: int) -> int:
-    """Where frame ``frame`` of the file starts, in ms."""
-    return (FRAME_CENTRE - FRAME_STEP // 2 + FRAME_STEP * int(frame)) * 1000 // SAMPLE_RATE
+def _frame_start(frame: int) -> int:
+    """The sample where frame ``frame`` of a window (or of the file) starts."""
+    return FRAME_CENTRE - FRAME_STEP // 2 + FRAME_STEP * frame
+
+
+def _runs(mask: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of true frames in ``mask``."""
+    edges = np.flatnonzero(np.diff(np.r_[0, mask.astype(np.int8), 0]))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
 def window_starts(samples: int, step: int) -> list[int]:
@@ -164,12 +167,7 @@ def _local_activity(
 def _spans(frames: npt.NDArray[np.bool_], start: int) -> list[tuple[int, int]]:
     """The ``[start, end)`` sample spans of the runs of ``frames`` (the frames of a
     window at sample ``start``)."""
-    edges = np.flatnonzero(np.diff(np.r_[0, frames.astype(np.int8), 0]))
-    first = start + FRAME_CENTRE - FRAME_STEP // 2
-    return [
-        (first + FRAME_STEP * int(a), first + FRAME_STEP * int(b))
-        for a, b in zip(edges[::2], edges[1::2], strict=True)
-    ]
+    return [(start + _frame_start(a), start + _frame_start(b)) for a, b in _runs(frames)]
 
 
 def _own_frames(activity: npt.NDArray[np.bool_], k: int) -> npt.NDArray[np.bool_] | None:
