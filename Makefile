@@ -37,7 +37,9 @@ $(JS_STAMP): $(JS)/package.json $(JS)/package-lock.json
 
 web: $(JS_STAMP)
 
+# libopus with LACE for Opus streams (needs a C compiler; without it, FFmpeg's decoder)
 run: $(STAMP) $(JS_STAMP)
+	-$(BIN)/voxwire models install opus-lace
 	$(BIN)/voxwire up
 
 services:
@@ -74,7 +76,7 @@ pytest: $(STAMP) $(JS_STAMP) services
 	scripts/services.sh speech
 	scripts/helm.sh tools
 	$(BIN)/voxwire models install
-	$(BIN)/voxwire models install speaker-segmentation speaker-campplus
+	$(BIN)/voxwire models install speaker-segmentation speaker-campplus opus-lace
 	$(BIN)/pytest -q -n $(TEST_WORKERS) -m "not serial" --durations=25
 	$(BIN)/pytest -q -m serial --durations=5
 

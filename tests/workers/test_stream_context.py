@@ -22,7 +22,8 @@ from tests.workers.test_stream_pipeline import (
 )
 from voxwire.core.audio import Audio
 from voxwire.workers.engine import EngineOptions, Segment, SegmentCallback
-from voxwire.workers.stream_pipeline import Resume, StreamConfig, prompt_context
+from voxwire.workers.stream_pipeline import Resume, StreamConfig
+from voxwire.workers.transcript import prompt_context
 from voxwire_client.api import RedactMode
 from voxwire_client.messages import Message
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from voxwire.cli.common import console, fail
 from voxwire.core.errors import VoxwireError
-from voxwire.models import registry, segmentation, speaker
+from voxwire.models import opus, registry, segmentation, speaker
 from voxwire.models.npz import NpzModel
 from voxwire.models.packages import StageProgress
 
@@ -53,11 +53,18 @@ def install_with_progress(name: str) -> Path:
             path = SPEAKER_MODELS[name][0].install(progress=_follow(progress, task))
         console.print(f"installed {name} -> {path}")
         return path
-    if registry.is_installed(name):
+    if name == opus.OPUS_MODEL:
+        if opus.is_installed():
+            return opus.folder()
+        with _bar() as progress:
+            task = progress.add_task(f"building {name}", total=1.0)
+            path = opus.install(progress=_follow(progress, task))
+    elif registry.is_installed(name):
         return registry.resolve(name)
-    with _bar() as progress:
-        task = progress.add_task(f"building {name}", total=1.0)
-        path = registry.install(name, progress=_follow(progress, task))
+    else:
+        with _bar() as progress:
+            task = progress.add_task(f"building {name}", total=1.0)
+            path = registry.install(name, progress=_follow(progress, task))
     console.print(f"installed {name} -> {path}")
     return path
 
@@ -125,6 +132,11 @@ def list_models() -> None:
     for name, (model, what) in SPEAKER_MODELS.items():
         state = "installed" if model.is_installed() else "not installed (fetched on first use)"
         console.print(f"for diarization: {name}, {state}; {what}")
+    state = "installed" if opus.is_installed() else "not installed (FFmpeg's decoder meanwhile)"
+    console.print(
+        f"for Opus streams: {opus.OPUS_MODEL}, {state}; libopus {opus.VERSION} with LACE, "
+        "its speech enhancement (BSD), built from its sources"
+    )
     console.print(
         f"[dim]cache: {registry.cache_dir()}; `voxwire models install NAME` builds one, "
         "`voxwire models add PATH` adds your own[/]"

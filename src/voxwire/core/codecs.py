@@ -8,19 +8,13 @@ A stream declares its codec when it starts
     count raises :class:`~voxwire.core.errors.AudioError`.
 ``opus``
     Each chunk is one Opus packet (RFC 6716) of ``frame_ms`` milliseconds, any
-    sample rate the encoder chose, mono. On the eval recordings, whole files
-    coded at 12 to 32 kbit/s transcribe within 0.4 point of WER of PCM; live,
-    where the VAD decides on the decoded audio, 16 kbit/s is 1.7 points behind,
-    but the same PCM played 8 ms later is 1.2 points behind too: on these
-    recordings the gap is within what any nudge of the audio does to the live
-    segmentation (``benchmarks/bench_opus.py --noise``, README "Opus on narrow
-    links"). The
-    decoder keeps its state from packet to packet, as Opus requires. A packet
-    that does not decode (empty, damaged, not Opus) is a *bad frame*: it is
-    replaced by ``frame_ms`` of silence, so the times of everything after it
-    stay the device's, and counted (``voxwire_stream_bad_frames_total``). The
-    decoder reports it through :meth:`ChunkDecoder.take_error`, never by
-    raising, so the silence is still used.
+    sample rate the encoder chose, mono. The decoder keeps its state from packet
+    to packet, as Opus requires. A packet that does not decode (empty, damaged,
+    not Opus) is a *bad frame*: it is replaced by ``frame_ms`` of silence, so the
+    times of everything after it stay the device's, and counted
+    (``voxwire_stream_bad_frames_total``). The decoder reports it through
+    :meth:`ChunkDecoder.take_error`, never by raising, so the silence is still
+    used.
 
     The first :data:`OPUS_LOOKAHEAD_SAMPLES` decoded samples of a stream are
     dropped: the encoder's look-ahead (RFC 7845's pre-skip; 6.5 ms, what
@@ -31,9 +25,13 @@ A stream declares its codec when it starts
     instead of 1.5%, moving segment boundaries, and the live WER was 2.5
     points behind PCM instead of 1.7.
 
-Decoding uses FFmpeg's Opus decoder through PyAV (the library that decodes
-uploads); :func:`opus_packets` encodes with libopus for the CLI, tests and
-benchmarks.
+Two decoders, the same samples in time: libopus's own with LACE, its speech
+enhancement (:mod:`voxwire.core.libopus`), when the worker has that library
+(``voxwire models install opus-lace``), else FFmpeg's through PyAV (the library
+that decodes uploads). On the eval recordings at 16 kbit/s, live streams read
+within a point of WER of PCM with LACE and 1.5 points behind it with FFmpeg's
+(README, "Opus on narrow links"). :func:`opus_packets` encodes with libopus
+(PyAV's) for the CLI, tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -46,6 +44,7 @@ import numpy as np
 
 from voxwire.core.audio import SAMPLE_RATE, Audio, pcm16le_to_float32
 from voxwire.core.errors import AudioError
+from voxwire.core.libopus import OpusLibrary, UndecodablePacketError
 from voxwire.core.metrics import STREAM_BAD_FRAMES
 from voxwire_client.api import OPUS_FRAME_MS, AudioCodec
 
@@ -88,31 +87,28 @@ class Pcm16Decoder:
 class OpusDecoder:
     """One Opus packet per chunk, decoded with the state of the packets before it."""
 
-    def __init__(self, frame_ms: int = 20, *, from_start: bool = True) -> None:
+    def __init__(
+        self, frame_ms: int = 20, *, from_start: bool = True, library: OpusLibrary | None = None
+    ) -> None:
         """``from_start``: the first packet is the stream's first, so the
         encoder's look-ahead is dropped (a decoder taking a stream over at a
-        later packet keeps its samples aligned without dropping any)."""
+        later packet keeps its samples aligned without dropping any).
+        ``library``: decode with this libopus and LACE (None: FFmpeg's decoder)."""
         if frame_ms not in OPUS_FRAME_MS:
             raise ValueError(f"an Opus frame of {frame_ms} ms is not one of {OPUS_FRAME_MS}")
         self.frame_ms = frame_ms
         self.bad_frames = 0
         self._error: AudioError | None = None
-        self._codec = _opus_decoder()
-        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+        self._packets: _Packets = (
+            _FfmpegPackets() if library is None else library.decoder(SAMPLE_RATE)
+        )
         self._skip = OPUS_LOOKAHEAD_SAMPLES if from_start else 0  # still to drop
 
     def decode(self, chunk: bytes) -> Audio:
-        if not chunk:  # an empty packet would flush FFmpeg's decoder for good
-            return self._bad(len(chunk), "it is empty")
         try:
-            frames = self._codec.decode(av.Packet(chunk))
-            pieces = [_samples(out) for frame in frames for out in self._resampler.resample(frame)]
-        except av.FFmpegError as exc:
-            self._codec = _opus_decoder()  # a failed decoder may refuse all that follows
+            samples = self._packets.decode(chunk)
+        except UndecodablePacketError as exc:
             return self._bad(len(chunk), str(exc))
-        if not pieces:
-            return np.empty(0, dtype=np.float32)
-        samples = np.concatenate(pieces)
         if self._skip:
             dropped = min(self._skip, samples.size)
             samples, self._skip = samples[dropped:], self._skip - dropped
@@ -133,13 +129,43 @@ class OpusDecoder:
         return np.zeros(self.frame_ms * SAMPLE_RATE // 1000, dtype=np.float32)
 
 
+class _Packets(Protocol):
+    def decode(self, packet: bytes) -> Audio:
+        """The 16 kHz samples of ``packet``; UndecodablePacketError when it does not decode."""
+        ...
+
+
+class _FfmpegPackets:
+    """FFmpeg's Opus decoder (48 kHz), resampled to 16 kHz."""
+
+    def __init__(self) -> None:
+        self._codec = _opus_decoder()
+        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+
+    def decode(self, packet: bytes) -> Audio:
+        if not packet:  # an empty packet would flush FFmpeg's decoder for good
+            raise UndecodablePacketError("it is empty")
+        try:
+            frames = self._codec.decode(av.Packet(packet))
+            pieces = [_samples(out) for frame in frames for out in self._resampler.resample(frame)]
+        except av.FFmpegError as exc:
+            self._codec = _opus_decoder()  # a failed decoder may refuse all that follows
+            raise UndecodablePacketError(str(exc)) from exc
+        return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.float32)
+
+
 def chunk_decoder(
-    codec: AudioCodec, frame_ms: int = 20, *, from_start: bool = True
+    codec: AudioCodec,
+    frame_ms: int = 20,
+    *,
+    from_start: bool = True,
+    opus: OpusLibrary | None = None,
 ) -> ChunkDecoder:
     """A fresh decoder for a stream sending ``codec`` chunks, from its first
-    chunk or (``from_start`` false) from a later one."""
+    chunk or (``from_start`` false) from a later one; Opus with the ``opus``
+    library's decoder when given, else FFmpeg's."""
     if codec is AudioCodec.OPUS:
-        return OpusDecoder(frame_ms, from_start=from_start)
+        return OpusDecoder(frame_ms, from_start=from_start, library=opus)
     return Pcm16Decoder()
 
 

@@ -39,9 +39,11 @@ from voxwire.bridge.queries import QueryService
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.dynsec import DynsecAccess
 from voxwire.core.config import Settings
-from voxwire.core.errors import ConfigError, MqttError
+from voxwire.core.errors import ConfigError, ModelError, MqttError
+from voxwire.core.libopus import OpusLibrary
 from voxwire.core.readiness import Flag
 from voxwire.gateway.app import GatewayContext, create_app
+from voxwire.models import opus
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.brokers import ingest, publisher
 from voxwire.sessions.parts import PartUploads
@@ -172,6 +174,25 @@ def engine_device(engines: list[Engine]) -> str | None:
     return None if choice is None else str(choice)
 
 
+def opus_decoder() -> OpusLibrary | None:
+    """The libopus with LACE that decodes Opus streams, when installed (``voxwire
+    models install opus-lace``); None, FFmpeg's decoder, otherwise. Says which."""
+    try:
+        library = opus.library()
+    except ModelError as exc:
+        log.warning("Opus streams: FFmpeg's decoder, as %s (%s)", exc.message, exc.hint)
+        return None
+    if library is None:
+        log.info(
+            "Opus streams: FFmpeg's decoder; `voxwire models install %s` builds libopus "
+            "with LACE, which reads streams at 16 kbit/s better",
+            opus.OPUS_MODEL,
+        )
+    else:
+        log.info("Opus streams: %s with LACE (%s)", library.version, library.path)
+    return library
+
+
 async def start_worker(
     adapters: Adapters, model_path: Path | None
 ) -> tuple[list[asyncio.Task[None]], str | None]:
@@ -183,6 +204,7 @@ async def start_worker(
     bus = await adapters.bus()
     streaming = settings.engine.worker_kind != "files"
     checkpoints = await adapters.checkpoints() if streaming else None  # Redis, in distributed
+    opus_library = opus_decoder() if streaming else None
     streams: list[StreamWorker] = []
     tasks: list[asyncio.Task[None]] = []
     device = None
@@ -214,6 +236,7 @@ async def start_worker(
                 threads=threads,
                 cores=cpu_cores(),
                 archive=LiveArchiver(adapters.blobs()),
+                opus=opus_library,
             )
             streams.append(stream_worker)
             tasks.append(asyncio.create_task(stream_worker.run(), name=f"streams {model}"))

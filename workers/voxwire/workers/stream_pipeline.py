@@ -49,17 +49,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
 from voxwire.core.codecs import ChunkDecoder, chunk_decoder
 from voxwire.core.errors import ConfigError, VoxwireError
+from voxwire.core.libopus import OpusLibrary
 from voxwire.core.matching import Prompt
 from voxwire.core.metrics import STREAM_FINALS, STREAM_LAG, STREAM_PARTIALS
 from voxwire.core.standing_prompts import check_speakers
 from voxwire.wire.records import FIRST_WORKER_SEQ
-from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted, clean_text
+from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
 from voxwire.workers.pipeline import Emit
 from voxwire.workers.speakers.live import SpeakerState, StreamSpeakers
 from voxwire.workers.stream_config import StreamConfig as StreamConfig
@@ -74,7 +75,13 @@ from voxwire.workers.stream_intake import (
     StreamIntake,
 )
 from voxwire.workers.stream_queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
-from voxwire.workers.transcript import TranscriptBuilder, Words, words_between, words_of
+from voxwire.workers.transcript import (
+    TranscriptBuilder,
+    Words,
+    prompt_context,
+    words_between,
+    words_of,
+)
 from voxwire.workers.vad import Vad
 from voxwire_client.api import PromptSpec
 from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
@@ -130,6 +137,7 @@ class StreamSession:
         resume: Resume | None = None,
         on_queued: Callable[[str, int], None] | None = None,
         keep_audio: Callable[[ChunkDecoder, int], ChunkDecoder] | None = None,
+        opus: OpusLibrary | None = None,
     ) -> None:
         """Raises ``InvalidSessionIdError`` (a ``ValueError``) for an unsafe ``sid``
         and :class:`ConfigError` for an unusable prompt.
@@ -139,6 +147,7 @@ class StreamSession:
         of that chunk is skipped, and seq, segment index and stream time carry on.
         ``on_queued`` is told the sid and the :data:`RANK` of each item queued.
         ``keep_audio`` wraps the chunk decoder (given its output's first sample): an archive.
+        ``opus``: the libopus that decodes an Opus stream (None: FFmpeg's decoder).
         """
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
@@ -159,7 +168,8 @@ class StreamSession:
             task=config.task,
         )
         start = resume or Resume(first_seq)
-        decoder = chunk_decoder(config.codec, config.frame_ms, from_start=start.chunk == 0)
+        first = start.chunk == 0
+        decoder = chunk_decoder(config.codec, config.frame_ms, from_start=first, opus=opus)
         if keep_audio is not None:  # a resumed stream's first chunk comes whole
             decoder = keep_audio(decoder, start.stream_sample - start.skip_samples)
         self._intake = StreamIntake(
@@ -483,17 +493,6 @@ class StreamSession:
         return self._builder.stream_progress(
             status, stream_ms, speech=speech, lag_ms=lag_ms, partials_skipped=skipped
         )
-
-
-def prompt_context(texts: Iterable[str], chars: int) -> str:
-    """The last ``chars`` characters at most of ``texts`` joined, from a word's
-    start, without markers (a redacted ``[CARD]``): a decoder's prompt."""
-    joined = clean_text(" ".join(texts))
-    if len(joined) <= chars:
-        return joined
-    tail = joined[-chars:]
-    cut = tail.find(" ") if not joined[-chars - 1].isspace() else -1
-    return tail[cut + 1 :].strip()
 
 
 def _ms(seconds: float) -> int:

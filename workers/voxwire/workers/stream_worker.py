@@ -54,6 +54,7 @@ from pydantic import ValidationError
 from voxwire.bus import Bus, Record, Subscription, commit_or_warn
 from voxwire.core.aio import first_failure
 from voxwire.core.errors import AudioError, RecordError, VoxwireError
+from voxwire.core.libopus import OpusLibrary
 from voxwire.core.metrics import LIVE_STREAMS, STREAMS_REFUSED
 from voxwire.wire.pools import STREAM_GROUP, Pool
 from voxwire.wire.records import PromptUpdate, StreamStart, decode_audio_record
@@ -82,6 +83,7 @@ class _Opening:
     options: EngineOptions
     vad_factory: Callable[[], Vad]
     archive: LiveArchiver | None
+    opus: OpusLibrary | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,7 @@ class StreamWorker:
         cores: int = 0,
         archive: LiveArchiver | None = None,
         end_wait_s: float = END_WAIT_S,
+        opus: OpusLibrary | None = None,
     ) -> None:
         """``engines``: each transcribes one session's work at a time, on a thread
         of its own. ``batch_finals``: the finals of this many sessions at most
@@ -135,12 +138,13 @@ class StreamWorker:
         ``archive``: where the streams' audio is kept (:mod:`voxwire.workers.live_archive`;
         None: not kept). ``pool``: the model whose streams it transcribes (None:
         every stream); another model's are passed over (:mod:`voxwire.wire.pools`).
-        ``end_wait_s``: how long an end waits for the chunks before it."""
+        ``end_wait_s``: how long an end waits for the chunks before it.
+        ``opus``: the libopus that decodes Opus streams (None: FFmpeg's decoder)."""
         self._bus = bus
         self._scheduler = Scheduler(
             engines, now=time.monotonic, batch_finals=batch_finals, threads=threads, cores=cores
         )
-        self._opening = _Opening(options, vad_factory, archive)
+        self._opening = _Opening(options, vad_factory, archive, opus)
         self._checkpoints = checkpoints or MemoryCheckpoints()
         self._group = group
         self._pool_of_model = pool
@@ -327,6 +331,7 @@ class StreamWorker:
             resume=resume,
             on_queued=self._scheduler.queued,
             keep_audio=None if parts is None else parts.decoder,
+            opus=opening.opus,
         )
         live = self._live[start.sid] = LiveSession(session, payload, partition, archive=parts)
         LIVE_STREAMS.set(len(self._live))

@@ -33,7 +33,7 @@ from voxwire.core.matching import Match, Prompt
 from voxwire.core.redaction import NO_TAIL, Redactor, redactor
 from voxwire.core.standing_prompts import MAX_PROMPTS, StandingPrompts, prompt_of, spec_of
 from voxwire.wire.records import FIRST_WORKER_SEQ
-from voxwire.workers.engine import Segment
+from voxwire.workers.engine import Segment, clean_text
 from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     ErrorMessage,
@@ -336,3 +336,14 @@ class TranscriptBuilder:
     def _seq(self) -> int:
         seq, self.next_seq = self.next_seq, self.next_seq + 1
         return seq
+
+
+def prompt_context(texts: Iterable[str], chars: int) -> str:
+    """The last ``chars`` characters at most of ``texts`` joined, from a word's
+    start, without markers (a redacted ``[CARD]``): a decoder's prompt."""
+    joined = clean_text(" ".join(texts))
+    if len(joined) <= chars:
+        return joined
+    tail = joined[-chars:]
+    cut = tail.find(" ") if not joined[-chars - 1].isspace() else -1
+    return tail[cut + 1 :].strip()
