@@ -11,7 +11,10 @@ its check digits say: recognition drops, adds and regroups digits.
 A run is personal anywhere when it is said the way no quantity is: at least
 :data:`ONE_BY_ONE` digits one by one ("two one nine oh nine nine ...",
 "5 5 0 0 0 ...") or :data:`LONG_RUN` digits in all (the engine sometimes
-writes a card number as ``6,111,000,000,...``); it is then a ``NUMBER``.
+writes a card number as ``6,111,000,000,...``); it is then a ``NUMBER``. So is
+one grouped as an SSN (3, 2 and 4 digits) or a US phone number (3, 3, 4) are,
+however the engine wrote the groups ("fifty three six, twenty two, twelve thirty
+four" came out as ``53.6, 22, 12.34``); it is then of that entity.
 Otherwise it is personal when a context word is near it, before (up to
 :data:`WORDS_BEFORE` words) or after (up to :data:`WORDS_AFTER`), the nearest
 deciding, and it has at least the digits of its context, fewer than the real
@@ -59,6 +62,9 @@ CARRIED_WORDS = 2
 the context the previous final ended with ("my card number is" | "uh, 4111 ...")."""
 LONG_RUN = 20
 ONE_BY_ONE = 8
+SHAPES = {(3, 2, 4): "US_SSN", (3, 3, 4): "PHONE_NUMBER"}
+"""Numbers grouped as these are written, in any form (``53.6, 22, 12.34``), are
+personal anywhere: no quantity is said in three groups of exactly these sizes."""
 LOOP_WORDS = 6
 LOOP_TIMES = 3
 """A phrase of up to :data:`LOOP_WORDS` words said :data:`LOOP_TIMES` times in a
@@ -97,6 +103,8 @@ class Run:
     digits: int
     single_digits: int = 0
     """How many of its digits were said (or written) one by one."""
+    groups: tuple[int, ...] = ()
+    """The digits of each number it is made of, in order (``53.6, 22, 12.34``: 3, 2, 4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +169,8 @@ def personal_runs(
             if s.cluster_start < s.run.start and found and found[-1].start == s.cluster_start:
                 start = found.pop().start  # the words between were misheard digits
             found.append(Span(s.entity, start, s.run.end))
+        elif s.run.groups in SHAPES:
+            found.append(Span(SHAPES[s.run.groups], s.run.start, s.run.end))
         elif _said_as_an_identifier(s.run) or (
             numbers
             and (
@@ -228,7 +238,8 @@ def _close(group: list[tuple[int, int, int]]) -> list[Run]:
     if not any(d > 0 for _, _, d in group):
         return []
     single = sum(1 for _, _, d in group if d == 1)
-    return [Run(group[0][0], group[-1][1], sum(abs(d) for _, _, d in group), single)]
+    sizes = tuple(abs(d) for _, _, d in group)
+    return [Run(group[0][0], group[-1][1], sum(sizes), single, sizes)]
 
 
 def _words(text: str, found: list[Run]) -> list[tuple[int, str]]:

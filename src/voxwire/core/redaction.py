@@ -37,6 +37,8 @@ NUMBER              eleven", "four one one one", mixed, a digit missing or extra
                     ``NUMBER`` after "my/your ... number"
 NUMBER              anywhere: eight digits or more said one by one, or twenty
                     digits or more (no quantity is said that way)
+US_SSN,             anywhere: three numbers of 3, 2 and 4 digits (3, 3 and 4),
+PHONE_NUMBER        however written (``53.6, 22, 12.34``)
 (the same entity)   a number in a context whatever its size when the engine
                     went into a loop right after it ("14-1, the land-run, the
                     land-run, the land-run")

@@ -89,6 +89,7 @@ def test_ssn_phone_and_account_numbers_in_context(
         "I have a thousand thoughts about that thing.",
         "The order number is 536221234.",  # "number" is personal after "my", "your", ...
         "Scores were 10, 12, 15 and 1990, 1991, 1992.",
+        "Temperatures were 23.5, 24.1 and 22.8, then 21.25, 20.5, 19.75.",  # 3-3-3, 4-3-4
         "Call me at five thirty.",
         "Call me at 10:30 tomorrow, or call me at 10:45.",
     ],
@@ -183,6 +184,22 @@ def test_digits_said_one_by_one_or_twenty_of_them_are_redacted_anywhere(
         "It is 3704, 0044, 00532, 0130, 0000",
     ):
         assert not re.search(r"\d|nine", redactor.redact(text, RedactMode.MASK)), text
+
+
+@pytest.mark.parametrize(
+    ("text", "entity", "number"),
+    [
+        # "the SSN is fifty three six, twenty two, twelve thirty four", context lost
+        ("Yes, that's heading 53.6, 22, 12.34, okay.", "US_SSN", "53.6, 22, 12.34"),
+        ("it was 536-22-1234", "US_SSN", "536-22-1234"),
+        ("so 212, 555.0123 then", "PHONE_NUMBER", "212, 555.0123"),
+        ("it's 21.2, 55.5, 01.23 okay", "PHONE_NUMBER", "21.2, 55.5, 01.23"),
+    ],
+)  # fmt: skip
+def test_numbers_grouped_as_an_ssn_or_a_phone_number_are_redacted_anywhere(
+    redactor: Redactor, text: str, entity: str, number: str
+) -> None:
+    assert redactor.redact(text, RedactMode.ENTITY) == text.replace(number, f"[{entity}]")
 
 
 MIN_RECALL_EACH = 0.85
