@@ -41,8 +41,8 @@ The default plays the first ``--limit`` (12) recordings for WER, a few minutes o
 cores; ``--full`` plays all of them (24, 212 s of speech).
 
     .venv/bin/python benchmarks/bench_opus.py [--full | --limit N]
-        [--bitrates 12000,16000,24000] [--decoders ffmpeg,lace] [--frame-ms 20] [--application voip]
-        [--streams 4] [--offline] [--noise [--shifts 8,16] [--gains -0.5,0.5]]
+        [--bitrates 12000,16000,24000] [--decoders ffmpeg,lace] [--frame-ms 20]
+        [--application audio] [--streams 4] [--offline] [--noise [--shifts 8,16] [--gains -0.5,0.5]]
         [--per-recording] [--offsets 0,8,16,24] [--engine faster-whisper] [--model tiny.en]
 """
 
@@ -168,7 +168,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bitrates", default="12000,16000,24000")
     parser.add_argument("--frame-ms", type=int, default=20)
-    parser.add_argument("--application", default="voip", help="libopus mode: voip or audio")
+    parser.add_argument("--application", default="audio", help="libopus mode: audio or voip")
     parser.add_argument(
         "--decoders", default="ffmpeg,lace", help="Opus decoders: ffmpeg, lace (libopus + LACE)"
     )

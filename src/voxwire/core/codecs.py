@@ -28,10 +28,9 @@ A stream declares its codec when it starts
 Two decoders, the same samples in time: libopus's own with LACE, its speech
 enhancement (:mod:`voxwire.core.libopus`), when the worker has that library
 (``voxwire models install opus-lace``), else FFmpeg's through PyAV (the library
-that decodes uploads). On the eval recordings at 16 kbit/s, live streams read
-within a point of WER of PCM with LACE and 1.5 points behind it with FFmpeg's
-(README, "Opus on narrow links"). :func:`opus_packets` encodes with libopus
-(PyAV's) for the CLI, tests and benchmarks.
+that decodes uploads). :func:`opus_packets` encodes with libopus (PyAV's) for
+the CLI, tests and benchmarks. What each costs in WER: README, "Opus on narrow
+links".
 """
 
 from __future__ import annotations
@@ -170,10 +169,11 @@ def chunk_decoder(
 
 
 def opus_packets(
-    samples: Audio, *, bitrate: int = 24_000, frame_ms: int = 20, application: str = "voip"
+    samples: Audio, *, bitrate: int = 24_000, frame_ms: int = 20, application: str = "audio"
 ) -> Iterator[bytes]:
     """Encode 16 kHz mono ``samples`` as Opus packets of ``frame_ms`` (libopus,
-    ``bitrate`` bits per second, ``application`` voip, audio or lowdelay); the
+    ``bitrate`` bits per second, ``application`` audio, voip or lowdelay: audio,
+    as voip's high-pass at 60-100 Hz costs words of low voices); the
     last frame is padded with silence."""
     if frame_ms not in OPUS_FRAME_MS:
         raise ValueError(f"an Opus frame of {frame_ms} ms is not one of {OPUS_FRAME_MS}")

@@ -6,9 +6,10 @@ decoder's complexity is :data:`LACE_COMPLEXITY` or more. It changes nothing in
 the stream: any Opus packet from any encoder decodes, only better. FFmpeg's Opus
 decoder (the one PyAV bundles) has none of it, nor has the libopus of most Linux
 distributions; ``voxwire models install opus-lace`` builds a libopus with it
-(:mod:`voxwire.models.opus`). On the eval recordings at 16 kbit/s, live streams
-decoded with LACE read as well as PCM within a point of WER, where FFmpeg's
-decoder is 1.5 points behind (README, "Opus on narrow links").
+(:mod:`voxwire.models.opus`). What the engine hears is closer to what was said:
+Whisper's log-mel features of LACE's output are closer to those of the audio
+before coding than FFmpeg's are, on every eval recording tried at 16 kbit/s;
+the WER it saves: README, "Opus on narrow links".
 
 This module binds the few C functions a decoder needs. Nothing here finds or
 builds the library: :class:`OpusLibrary` is given its path.
