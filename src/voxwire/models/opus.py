@@ -22,6 +22,7 @@ FFmpeg's decoder (:func:`library` is None) and says how to install it.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -111,7 +112,7 @@ def _download(progress: StageProgress | None) -> Path:
                 done += len(chunk)
                 if progress is not None:
                     progress(f"downloading libopus {VERSION}", min(done / SIZE, 1.0) * 0.3)
-    except OSError as exc:
+    except (OSError, http.client.HTTPException) as exc:  # refused, cut short, timed out
         Path(tmp).unlink(missing_ok=True)
         raise ModelError(
             f"cannot download libopus {VERSION}'s sources from {SOURCE_URL}: {exc}",
