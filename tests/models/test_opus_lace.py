@@ -6,8 +6,11 @@ are not what they should be."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import logging
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -53,6 +56,23 @@ def test_sources_that_do_not_match_the_pin_install_nothing(
     assert forged.as_uri() in (raised.value.hint or "")  # what served the wrong file
     assert not opus.is_installed() and not opus.folder().exists()
     assert not list((empty_cache / "packages").iterdir())  # no partial download kept
+
+
+def test_sources_reaching_outside_their_folder_are_refused(
+    empty_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even sources that match their pin unpack only plain files inside the build folder."""
+    hostile = tmp_path / "opus_1.5.2.orig.tar.gz"
+    with tarfile.open(hostile, "w:gz") as archive:
+        member = tarfile.TarInfo("../../escaped")
+        member.size = 1
+        archive.addfile(member, io.BytesIO(b"x"))
+    monkeypatch.setattr(opus, "SOURCE_URL", hostile.as_uri())
+    monkeypatch.setattr(opus, "SIZE", hostile.stat().st_size)
+    monkeypatch.setattr(opus, "SHA256", hashlib.sha256(hostile.read_bytes()).hexdigest())
+    with pytest.raises(ModelError, match="not a plain file inside it"):
+        opus.install()
+    assert not opus.folder().exists()
 
 
 def test_no_compiler_is_a_clear_error(empty_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

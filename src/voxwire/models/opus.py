@@ -136,8 +136,7 @@ def _build(sources: Path, out: Path, progress: StageProgress | None) -> None:
     with tempfile.TemporaryDirectory(prefix="voxwire-libopus-") as work:
         if progress is not None:
             progress(f"unpacking libopus {VERSION}", 0.3)
-        with tarfile.open(sources) as archive:
-            archive.extractall(work, filter="data")
+        _unpack(sources, Path(work))
         tree = Path(work) / f"opus-{VERSION}"
         if progress is not None:
             progress(f"configuring libopus {VERSION}", 0.35)
@@ -150,6 +149,21 @@ def _build(sources: Path, out: Path, progress: StageProgress | None) -> None:
     (out / LIBRARY).chmod(0o755)
     stamp = {"version": VERSION, "source": SOURCE_URL, "sha256": SHA256, "configure": CONFIGURE}
     (out / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+
+
+def _unpack(sources: Path, into: Path) -> None:
+    """Extract ``sources`` into ``into``: plain files and folders inside it only
+    (Python 3.11.2, Debian's, has no extraction filters)."""
+    with tarfile.open(sources) as archive:
+        members = archive.getmembers()
+        for member in members:
+            inside = (into / member.name).resolve().is_relative_to(into.resolve())
+            if not inside or not (member.isfile() or member.isdir()):
+                raise ModelError(
+                    f"{sources.name} holds {member.name!r}, not a plain file inside it",
+                    hint=f"delete {sources} and install {OPUS_MODEL} again",
+                )
+        archive.extractall(into, members=members)  # noqa: S202 (every member checked above)
 
 
 def _run(command: list[str], where: Path) -> None:
