@@ -18,10 +18,10 @@ differ from PCM's for reasons other than the codec).
 Latency. Then, per codec, ``--streams`` live streams (4) start together on the
 embedded platform (its worker decodes Opus with LACE when that is installed,
 so only those rows get a latency) and play in real time over MQTT, with the
-machinery and the clock of ``bench_streams.py``: six eval utterances with 1 s pauses each, the
-final latency from the end of each sentence's speech in the audio (forced
-alignment) to the final's arrival at the stream's subscriber, p50 and p95,
-and sentences with no final (missed).
+machinery and the clock of ``bench_streams.py``: six eval utterances with 1 s
+pauses each, the final latency from the end of each sentence's speech in the
+audio (forced alignment) to the final's arrival at the stream's subscriber, p50
+and p95, and sentences with no final (missed).
 
 Offsets. ``--offsets 0,8,16,24`` plays every codec's recordings after each of
 those ms of silence, so that each sound falls elsewhere in the VAD's 32 ms
@@ -223,7 +223,7 @@ def main() -> None:
             print(f"  {c.label} +{ms} ms: WER {plays[-1]['wer']:.3f}", file=sys.stderr, flush=True)
         rows[c.label] = averaged(plays)
     engine.close()
-    lace_on_platform = opus.is_installed()  # what the embedded platform's worker decodes with
+    lace_on_platform = opus.library() is not None  # as the embedded platform's worker decides
     played = [
         c
         for c in codecs

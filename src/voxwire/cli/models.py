@@ -55,7 +55,7 @@ def install_with_progress(name: str) -> Path:
         return path
     if name == opus.OPUS_MODEL:
         if opus.is_installed():
-            return opus.folder()
+            return opus.folder() / opus.LIBRARY
         with _bar() as progress:
             task = progress.add_task(f"building {name}", total=1.0)
             path = opus.install(progress=_follow(progress, task))

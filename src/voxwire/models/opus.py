@@ -37,7 +37,16 @@ from voxwire.core.libopus import OpusLibrary
 from voxwire.models.packages import STAMP, StageProgress, build_folder
 from voxwire.models.registry import cache_dir, packages_dir
 
-__all__ = ["OPUS_MODEL", "SOURCE_URL", "folder", "install", "is_installed", "library"]
+__all__ = [
+    "LIBRARY",
+    "OPUS_MODEL",
+    "SOURCE_URL",
+    "VERSION",
+    "folder",
+    "install",
+    "is_installed",
+    "library",
+]
 
 OPUS_MODEL = "opus-lace"
 VERSION = "1.5.2"
