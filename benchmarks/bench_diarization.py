@@ -44,12 +44,12 @@ import numpy as np
 from pyannote.core import Annotation, Segment
 from pyannote.metrics.diarization import DiarizationErrorRate
 
-from voxwire.core.audio import SAMPLE_RATE, Audio, decode
-from voxwire.workers.endpointing import SegmentFinal, endpoint
+from voxwire.audio.decoding import SAMPLE_RATE, Audio, decode
 from voxwire.workers.speakers.encoder import SpeakerEncoder
 from voxwire.workers.speakers.files import Turn
 from voxwire.workers.speakers.live import StreamSpeakers
 from voxwire.workers.speakers.segmented import DiarizationOptions, diarize
+from voxwire.workers.stream.endpointing import SegmentFinal, endpoint
 from voxwire.workers.vad import SileroVad, speech_probabilities
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from voxwire.core.audio import decode
+from voxwire.audio.decoding import decode
 from voxwire.core.config import Settings
 from voxwire.models import registry
 from voxwire.platform import build

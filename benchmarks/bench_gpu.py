@@ -86,7 +86,7 @@ class Clips:
 
     @staticmethod
     def from_eval() -> Clips:
-        from voxwire.core.audio import decode
+        from voxwire.audio.decoding import decode
 
         rows = [json.loads(line) for line in (EVAL / "manifest.jsonl").read_text().splitlines()]
         by_id = {r["id"]: r for r in rows}

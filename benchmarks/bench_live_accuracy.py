@@ -60,13 +60,13 @@ from typing import Any
 import numpy as np
 from bench_streams import Sentence, StreamRun, encoded, one_stream, pct, wer
 
-from voxwire.core.audio import SAMPLE_RATE, decode
+from voxwire.audio.decoding import SAMPLE_RATE, decode
 from voxwire.core.config import Settings
 from voxwire.models import registry
 from voxwire.platform import Platform, build
 from voxwire.workers.engine import EngineOptions, Segment
 from voxwire.workers.engines import create_engine
-from voxwire.workers.skipped_speech import transcribe_heard
+from voxwire.workers.files.skipped_speech import transcribe_heard
 from voxwire_client import AsyncClient
 
 VOICES = (
@@ -207,7 +207,7 @@ class Case:
 def file_texts(cases: list[Case]) -> list[str]:
     """Each case's transcript as the file path makes it: the whole recording,
     the file worker's options (the server's engine settings), speech the
-    decoder skipped decoded again (:mod:`voxwire.workers.skipped_speech`)."""
+    decoder skipped decoded again (:mod:`voxwire.workers.files.skipped_speech`)."""
     settings = Settings().engine
     engine = create_engine("faster-whisper", settings.model)
     options = EngineOptions(

@@ -44,7 +44,7 @@ import httpx
 import numpy as np
 import psutil
 
-from voxwire.core.audio import decode
+from voxwire.audio.decoding import decode
 from voxwire.core.config import Settings
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine

@@ -65,14 +65,14 @@ sys.path.insert(0, str(ROOT))
 from bench_streams import Run, align, bench, joined, utterances  # noqa: E402
 
 from tests.helpers import corpus_wer, eval_with_text, normalize  # noqa: E402
-from voxwire.core.audio import Audio, decode, float32_to_pcm16le  # noqa: E402
-from voxwire.core.codecs import chunk_decoder, opus_packets  # noqa: E402
-from voxwire.core.libopus import OpusLibrary  # noqa: E402
+from voxwire.audio.codecs import chunk_decoder, opus_packets  # noqa: E402
+from voxwire.audio.decoding import Audio, decode, float32_to_pcm16le  # noqa: E402
+from voxwire.audio.libopus import OpusLibrary  # noqa: E402
 from voxwire.models import opus  # noqa: E402
 from voxwire.workers.engine import Engine, EngineOptions  # noqa: E402
 from voxwire.workers.engines import create_engine  # noqa: E402
-from voxwire.workers.stream_pipeline import StreamConfig, StreamSession  # noqa: E402
-from voxwire.workers.stream_scheduler import Scheduler  # noqa: E402
+from voxwire.workers.stream.scheduler import Scheduler  # noqa: E402
+from voxwire.workers.stream.session import StreamConfig, StreamSession  # noqa: E402
 from voxwire.workers.vad import SileroVad  # noqa: E402
 from voxwire_client.api import AudioCodec  # noqa: E402
 from voxwire_client.client import pcm_chunks  # noqa: E402

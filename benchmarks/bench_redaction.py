@@ -1,7 +1,7 @@
 """PII redaction: precision and recall on the labelled and spoken sets, and the cost per final.
 
-Precision and recall per entity type on tests/core/redaction/labelled.jsonl
-(written text), and on tests/core/redaction/spoken.jsonl (personal data said by
+Precision and recall per entity type on tests/text/redaction/labelled.jsonl
+(written text), and on tests/text/redaction/spoken.jsonl (personal data said by
 espeak-ng voices and written by the engine, benchmarks/make_spoken_pii.py) for
 this redactor and for the one of ``--baseline`` (a git revision, default
 ``main``; its redaction.py and number_runs.py are loaded from git). ``--missed``
@@ -35,18 +35,21 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.core.redaction.labelled import labelled, scores  # noqa: E402
-from tests.core.redaction.spoken import SPOKEN, spoken_scores  # noqa: E402
-from voxwire.core.normalization import normalize  # noqa: E402
-from voxwire.core.redaction import Redactor  # noqa: E402
+from tests.text.redaction.labelled import labelled, scores  # noqa: E402
+from tests.text.redaction.spoken import SPOKEN, spoken_scores  # noqa: E402
+from voxwire.text.normalization import normalize  # noqa: E402
+from voxwire.text.redaction import Redactor  # noqa: E402
 from voxwire_client.api import RedactMode  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "manifest.jsonl"
 
 
 BASELINE_MODULES = ("number_runs", "heard", "redaction")
-"""The modules of voxwire.core that make the redactor, loaded from the baseline
-revision in this order (a module the revision does not have is skipped)."""
+"""The modules that make the redactor, loaded from the baseline revision in this
+order (a module the revision does not have is skipped)."""
+PACKAGES = ("text", "core")
+"""Where the revision may hold them (voxwire.text since the text package was split
+out of voxwire.core)."""
 
 
 def baseline(revision: str) -> Any:
@@ -54,26 +57,32 @@ def baseline(revision: str) -> Any:
     builds on, each loaded from git with the revision's modules before it."""
     loaded: dict[str, types.ModuleType] = {}
     for name in BASELINE_MODULES:
-        shown = subprocess.run(
-            ["git", "show", f"{revision}:src/voxwire/core/{name}.py"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-        if shown.returncode:
+        for package in PACKAGES:
+            shown = subprocess.run(
+                ["git", "show", f"{revision}:src/voxwire/{package}/{name}.py"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
+            if not shown.returncode:
+                break
+        else:
             continue
         module = types.ModuleType(f"{name}_at_{revision}")
         sys.modules[module.__name__] = module
-        current = {m: sys.modules.get(f"voxwire.core.{m}") for m in loaded}
-        sys.modules.update({f"voxwire.core.{m}": mod for m, mod in loaded.items()})
+        names = [f"voxwire.{p}.{m}" for p in PACKAGES for m in loaded]
+        current = {n: sys.modules.get(n) for n in names}
+        sys.modules.update(
+            {f"voxwire.{p}.{m}": mod for p in PACKAGES for m, mod in loaded.items()}
+        )
         try:
             exec(compile(shown.stdout, f"{revision}:{name}.py", "exec"), module.__dict__)
         finally:
-            for m, mod in current.items():
+            for n, mod in current.items():
                 if mod is None:
-                    del sys.modules[f"voxwire.core.{m}"]
+                    del sys.modules[n]
                 else:
-                    sys.modules[f"voxwire.core.{m}"] = mod
+                    sys.modules[n] = mod
         loaded[name] = module
     return loaded["redaction"].Redactor()
 

@@ -38,12 +38,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from voxwire.core.matching import Prompt, PromptMatcher
-from voxwire.core.normalization import normalize
-from voxwire.core.standing_prompts import StandingPrompts
 from voxwire.search import SearchIndex, SearchQuery
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire.search.sqlite_fts import SqliteSearchIndex
+from voxwire.text.matching import Prompt, PromptMatcher
+from voxwire.text.normalization import normalize
+from voxwire.text.standing_prompts import StandingPrompts
 from voxwire.wire.windows import windows_of
 from voxwire_client.messages import SegmentData
 

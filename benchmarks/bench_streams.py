@@ -68,8 +68,8 @@ import psutil
 from prometheus_client import REGISTRY
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from voxwire.core.audio import decode, pcm16le_to_float32
-from voxwire.core.codecs import opus_packets
+from voxwire.audio.codecs import opus_packets
+from voxwire.audio.decoding import decode, pcm16le_to_float32
 from voxwire.core.config import Settings
 from voxwire.models import registry
 from voxwire.platform import Platform, build

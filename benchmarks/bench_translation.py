@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.helpers import EVAL_DIR  # noqa: E402
 from tests.multilingual import SENTENCES, english_wer, have_espeak, speak, wer  # noqa: E402
-from voxwire.core.audio import SAMPLE_RATE, Audio, decode  # noqa: E402
+from voxwire.audio.decoding import SAMPLE_RATE, Audio, decode  # noqa: E402
 from voxwire.workers.engine import Engine, EngineOptions  # noqa: E402
 from voxwire.workers.engines import create_engine  # noqa: E402
 

@@ -44,8 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from voxwire.core.audio import SAMPLE_RATE, Audio, decode
-from voxwire.workers.endpointing import EndpointConfig, SegmentFinal, endpoint
+from voxwire.audio.decoding import SAMPLE_RATE, Audio, decode
+from voxwire.workers.stream.endpointing import EndpointConfig, SegmentFinal, endpoint
 from voxwire.workers.vad import FRAME_MS, FRAME_SAMPLES, SileroVad, Vad, speech_probabilities
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.helpers import UTTERANCES, corpus_wer, eval_items, eval_with_text  # noqa: E402
-from voxwire.core.audio import decode  # noqa: E402
-from voxwire.core.samples import Audio  # noqa: E402
+from voxwire.audio.decoding import decode  # noqa: E402
+from voxwire.audio.samples import Audio  # noqa: E402
 from voxwire.workers.engine import Engine, EngineOptions  # noqa: E402
 from voxwire.workers.engines import create_engine  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Make tests/core/redaction/spoken.jsonl: personal data spoken by espeak-ng and
+"""Make tests/text/redaction/spoken.jsonl: personal data spoken by espeak-ng and
 written down by the platform's engine, with its real recognition errors.
 
 Each item is a sentence that says a card number, a social security number, a
@@ -13,7 +13,7 @@ the span of ``text`` that holds it, and ``secret``: the character ranges of
 "dot", "at" and street types may). Sentences with nothing personal have no
 entity and no secret.
 
-    .venv/bin/python benchmarks/make_spoken_pii.py [--out tests/core/redaction/spoken.jsonl]
+    .venv/bin/python benchmarks/make_spoken_pii.py [--out tests/text/redaction/spoken.jsonl]
 
 Needs espeak-ng (``scripts/services.sh speech``) and the tiny.en model; takes a
 few minutes on two cores. The output is committed: tests read it, they do not
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from voxwire.core.audio import decode  # noqa: E402
+from voxwire.audio.decoding import decode  # noqa: E402
 from voxwire.workers.engine import EngineOptions  # noqa: E402
 from voxwire.workers.engines import create_engine  # noqa: E402
 

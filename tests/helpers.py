@@ -19,7 +19,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from voxwire.core.audio import decode
+from voxwire.audio.decoding import decode
 from voxwire.core.config import Settings
 from voxwire.platform import build
 from voxwire_client._mqtt import mqtt_username

@@ -17,7 +17,7 @@ import numpy as np
 from whisper_normalizer.basic import BasicTextNormalizer
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from voxwire.core.audio import SAMPLE_RATE, Audio
+from voxwire.audio.decoding import SAMPLE_RATE, Audio
 
 _normalizer = BasicTextNormalizer()
 _english = EnglishTextNormalizer()

@@ -3,9 +3,9 @@ messages, API bodies, bus records, checkpoints, search queries, the redactor.
 Whatever arrives, each returns a value or raises its own typed error, and
 never takes long (hypothesis's per-example deadline catches a hang).
 
-The audio decoder has its own fuzz tests in tests/core/test_audio.py; the stream
+The audio decoder has its own fuzz tests in tests/audio/test_decoding.py; the stream
 worker fed with garbage beside a real session is in
-tests/workers/test_stream_worker.py."""
+tests/workers/stream/test_worker.py."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ from pydantic import BaseModel, ValidationError
 
 from voxwire.bridge.ingest import route
 from voxwire.core.errors import RecordError
-from voxwire.core.normalization import normalize
-from voxwire.core.redaction import Redactor
 from voxwire.search.query import SearchQueryError, parse_query
 from voxwire.search.sqlite_fts import SqliteSearchIndex
+from voxwire.text.normalization import normalize
+from voxwire.text.redaction import Redactor
 from voxwire.wire.records import StreamStart, decode_audio_record
 from voxwire.wire.windows import TextWindow
-from voxwire.workers.stream_checkpoints import CheckpointError, StreamCheckpoint
+from voxwire.workers.stream.checkpoints import CheckpointError, StreamCheckpoint
 from voxwire_client.api import (
     PromptChange,
     PromptSpec,

@@ -19,7 +19,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from tests.distributed import DistributedPlatform, readyz, wait_for_workers
 from tests.helpers import UTTERANCES, Listener, eval_items, free_port, pcm16
 from voxwire.access.keys import key_id_of
-from voxwire.core.audio import decode
+from voxwire.audio.decoding import decode
 from voxwire.platform import build
 from voxwire.wire.records import ClientPublish, decode_audio_record
 from voxwire.wire.topics import AUDIO_TOPIC, QUERIES_TOPIC

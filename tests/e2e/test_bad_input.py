@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.helpers import EVAL_DIR, Listener, PlatformThread
-from voxwire.core.standing_prompts import MAX_PROMPTS
+from voxwire.text.standing_prompts import MAX_PROMPTS
 from voxwire_client.topics import session_filter
 
 pytestmark = pytest.mark.timeout(300)

@@ -19,7 +19,7 @@ import numpy as np
 from tests.helpers import EVAL_DIR, Listener, PlatformThread, corpus_wer, eval_with_text
 from tests.models.conftest import jfk_audio
 from voxwire.access.keys import key_id_of
-from voxwire.core.codecs import opus_packets
+from voxwire.audio.codecs import opus_packets
 from voxwire_client import AudioCodec, PromptChange, PromptSpec, StreamRequest
 from voxwire_client.api import GetTranscript, OpenStream, QueryResult
 from voxwire_client.messages import MatchMessage, is_terminal, parse_message

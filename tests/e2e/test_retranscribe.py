@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from tests.helpers import EVAL_DIR, PlatformThread, pcm16
+from voxwire.audio.decoding import decode
 from voxwire.cli.retranscribe import due
-from voxwire.core.audio import decode
 from voxwire_client import ApiError, Client, StreamRequest, Task, TranscriptMessage, pcm_chunks
 from voxwire_client.api import SessionInfo
 

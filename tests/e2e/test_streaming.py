@@ -21,8 +21,8 @@ from tests.helpers import (
     pcm16,
     word_errors,
 )
-from voxwire.core.audio import decode, pcm16le_to_float32
-from voxwire.core.codecs import opus_packets
+from voxwire.audio.codecs import opus_packets
+from voxwire.audio.decoding import decode, pcm16le_to_float32
 from voxwire_client import ApiError, AudioCodec, Client, PromptSpec, StreamRequest, pcm_chunks
 from voxwire_client.messages import ErrorMessage, Message
 

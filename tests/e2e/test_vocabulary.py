@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.helpers import EVAL_DIR, PlatformThread, pcm16
-from voxwire.core.audio import decode
+from voxwire.audio.decoding import decode
 from voxwire_client import Client, StreamRequest, pcm_chunks
 
 HOTWORDS = EVAL_DIR / "audio" / "fasterwhisper_hotwords.mp3"

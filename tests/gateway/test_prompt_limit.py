@@ -7,8 +7,8 @@ import json
 import pytest
 
 from voxwire.core.errors import InvalidRequestError
-from voxwire.core.standing_prompts import MAX_PROMPTS
 from voxwire.sessions.uploads import check_prompts, parse_prompts
+from voxwire.text.standing_prompts import MAX_PROMPTS
 from voxwire_client.api import PromptSpec
 
 

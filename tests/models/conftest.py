@@ -23,7 +23,7 @@ import pytest
 from whisper_normalizer.english import EnglishTextNormalizer
 
 from tests.multilingual import SENTENCES, Sentence, speak
-from voxwire.core.audio import Audio, decode
+from voxwire.audio.decoding import Audio, decode
 from voxwire.models import KNOWN_MODELS, install
 from voxwire.models.registry import packages_dir
 from voxwire.workers.engine import Engine

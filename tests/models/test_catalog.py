@@ -38,7 +38,7 @@ needs_espeak = pytest.mark.skipif(not have_espeak(), reason="scripts/services.sh
 TRANSCRIBE = """
 import json, sys
 from pathlib import Path
-from voxwire.core.audio import decode
+from voxwire.audio.decoding import decode
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
 engine_name, model, wav, language = sys.argv[1:5]

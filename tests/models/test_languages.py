@@ -13,18 +13,18 @@ from tests.gateway.gateway_app import gateway_client
 from tests.helpers import PlatformThread
 from tests.models.conftest import Converted, cache_at
 from tests.multilingual import SENTENCES, Sentence, have_espeak, silence, speak, wer
-from tests.workers.test_stream_pipeline import Clock, OneStream, feed
+from tests.workers.stream.test_session import Clock, OneStream, feed
 from voxwire.access.keys import generate_key
+from voxwire.audio.decoding import Audio
 from voxwire.bus import MemoryBus
-from voxwire.core.audio import Audio
 from voxwire.core.config import Settings
 from voxwire.store import SqliteStore
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
-from voxwire.workers.pipeline import run_file_job
-from voxwire.workers.stream_pipeline import StreamConfig
+from voxwire.workers.files.job import run_file_job
+from voxwire.workers.stream.session import StreamConfig
 from voxwire.workers.vad import SileroVad
 from voxwire_client import Client
 from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage

@@ -21,8 +21,8 @@ from tests.helpers import PlatformThread
 from tests.models.conftest import EVAL_DIR, JFK_ID, Converted, reference_text
 from tests.multilingual import SENTENCES, have_espeak, speak, wer
 from voxwire.access.keys import generate_key
+from voxwire.audio.decoding import decode, float32_to_pcm16le
 from voxwire.bus import MemoryBus
-from voxwire.core.audio import decode, float32_to_pcm16le
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConfigError
 from voxwire.sessions.languages import choose

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from voxwire.audio.libopus import LACE_COMPLEXITY
 from voxwire.core.errors import ModelError
-from voxwire.core.libopus import LACE_COMPLEXITY
 from voxwire.models import opus
 from voxwire.platform.roles import opus_decoder
 

@@ -32,16 +32,16 @@ from tests.multilingual import (
     silence,
     speak,
 )
-from tests.workers.test_stream_pipeline import Clock, OneStream, feed
-from voxwire.core.audio import Audio, decode
+from tests.workers.stream.test_session import Clock, OneStream, feed
+from voxwire.audio.decoding import Audio, decode
 from voxwire.core.config import Settings
 from voxwire.core.errors import EngineError
 from voxwire.wire.records import FileJob
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.engines.faster_whisper import FasterWhisperEngine
-from voxwire.workers.pipeline import run_file_job
-from voxwire.workers.stream_pipeline import StreamConfig
+from voxwire.workers.files.job import run_file_job
+from voxwire.workers.stream.session import StreamConfig
 from voxwire.workers.vad import SileroVad
 from voxwire_client import Client, StreamRequest, Task, pcm_chunks
 from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voxwire.core.audio import SAMPLE_RATE, Audio, decode
+from voxwire.audio.decoding import SAMPLE_RATE, Audio, decode
 
 VOICES = ("en-us", "en-us+f4")
 """A man's and a woman's voice (CAM++ similarity about 0.4 between them)."""

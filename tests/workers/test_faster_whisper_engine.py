@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 
 from tests.helpers import SAME_WORDS_MARGIN, corpus_wer, eval_with_text, word_errors
 from tests.models.conftest import JFK_ID, jfk_audio, reference_text, wer
-from voxwire.core.audio import SAMPLE_RATE, decode
+from voxwire.audio.decoding import SAMPLE_RATE, decode
 from voxwire.core.errors import EngineError, ModelError
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
 from voxwire.workers.engines import available, create_engine

@@ -11,8 +11,8 @@ import pytest
 
 from tests.multilingual import have_espeak
 from tests.workers.speech import LINES, VOICES, Turn, conversation, say
-from tests.workers.test_stream_pipeline import Clock, OneStream, ScriptedEngine, feed
-from voxwire.core.audio import SAMPLE_RATE
+from tests.workers.stream.test_session import Clock, OneStream, ScriptedEngine, feed
+from voxwire.audio.decoding import SAMPLE_RATE
 from voxwire.core.errors import ModelError
 from voxwire.models import segmentation, speaker
 from voxwire.workers.engine import EngineOptions, TranscriptionAborted
@@ -22,8 +22,8 @@ from voxwire.workers.speakers.files import split_segment
 from voxwire.workers.speakers.segmentation import powerset_classes
 from voxwire.workers.speakers.segmented import DiarizationOptions, diarize
 from voxwire.workers.speakers.tracker import SpeakerTracker, TrackerConfig
-from voxwire.workers.stream_checkpoints import StreamCheckpoint
-from voxwire.workers.stream_pipeline import Resume, StreamConfig
+from voxwire.workers.stream.checkpoints import StreamCheckpoint
+from voxwire.workers.stream.session import Resume, StreamConfig
 from voxwire.workers.vad import SileroVad
 from voxwire_client.messages import Message, SegmentMessage
 

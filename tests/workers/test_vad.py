@@ -19,10 +19,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from voxwire.core.audio import SAMPLE_RATE, Audio, decode
+from voxwire.audio.decoding import SAMPLE_RATE, Audio, decode
 from voxwire.core.errors import ModelError
 from voxwire.workers import vad as vad_module
-from voxwire.workers.endpointing import (
+from voxwire.workers.engine import EngineOptions
+from voxwire.workers.engines.whispercpp import WhisperCppEngine
+from voxwire.workers.stream.audio import FrameSplitter, SegmentBuffer
+from voxwire.workers.stream.endpointing import (
     EndpointConfig,
     Endpointer,
     Event,
@@ -31,9 +34,6 @@ from voxwire.workers.endpointing import (
     SpeechStarted,
     endpoint,
 )
-from voxwire.workers.engine import EngineOptions
-from voxwire.workers.engines.whispercpp import WhisperCppEngine
-from voxwire.workers.stream_audio import FrameSplitter, SegmentBuffer
 from voxwire.workers.vad import FRAME_SAMPLES, SileroVad, Vad, speech_probabilities
 
 pytestmark = pytest.mark.timeout(120)

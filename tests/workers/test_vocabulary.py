@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.helpers import EVAL_DIR
-from voxwire.core.audio import decode
+from voxwire.audio.decoding import decode
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.engines.whispercpp import WhisperCppEngine

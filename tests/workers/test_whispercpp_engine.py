@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.models.conftest import JFK_ID, jfk_audio, reference_text, run_isolated, wer
-from voxwire.core.audio import SAMPLE_RATE
+from voxwire.audio.decoding import SAMPLE_RATE
 from voxwire.core.errors import ConfigError, EngineError
 from voxwire.workers.engine import EngineOptions, Segment, clean_text
 from voxwire.workers.engines import available, create_engine

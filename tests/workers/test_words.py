@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import UTTERANCES, eval_items, normalize
 from tests.models.conftest import jfk_audio
-from voxwire.core.audio import decode
+from voxwire.audio.decoding import decode
 from voxwire.workers.engine import Engine, EngineOptions, Segment, Word
 from voxwire.workers.engines import create_engine
 from voxwire.workers.transcript import TranscriptBuilder, words_of

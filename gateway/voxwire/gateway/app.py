@@ -42,7 +42,6 @@ from voxwire.core.errors import (
     PayloadTooLargeError,
     VoxwireError,
 )
-from voxwire.core.exports import CONTENT_TYPES, TEXT_FORMATS, render, transcript_format
 from voxwire.core.metrics import ERRORS, RATE_LIMITED
 from voxwire.core.ratelimit import RateLimitedError, RateLimits
 from voxwire.core.readiness import (
@@ -64,6 +63,7 @@ from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import Upload, UploadService
 from voxwire.sessions.views import endpoints, session_info, stream_created, transcript_of
 from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.text.exports import CONTENT_TYPES, TEXT_FORMATS, render, transcript_format
 from voxwire_client.api import (
     ErrorBody,
     Health,

@@ -10,6 +10,8 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
+from voxwire.audio.codecs import opus_packets
+from voxwire.audio.decoding import decode, float32_to_pcm16le
 from voxwire.cli.common import (
     RedactOption,
     TranslateOption,
@@ -19,8 +21,6 @@ from voxwire.cli.common import (
     task_of,
     transcript_title,
 )
-from voxwire.core.audio import decode, float32_to_pcm16le
-from voxwire.core.codecs import opus_packets
 from voxwire.core.errors import VoxwireError
 from voxwire_client import AsyncClient, ClientError, StreamRequest, Transcript, pcm_chunks
 from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, PromptSpec

@@ -1,2 +1,2 @@
-"""The lowest layer: errors, settings, audio, and the pure text logic (matching,
-redaction, windows, standing prompts). Imports nothing else of voxwire."""
+"""The lowest layer of the service: errors, settings, metrics, rate limits,
+readiness and asyncio helpers. Imports nothing else of voxwire."""

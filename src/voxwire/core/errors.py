@@ -14,11 +14,11 @@ unless the drawing names another one::
     │   ├── UnsupportedAudioError  not audio, or a format we cannot decode
     │   ├── TruncatedAudioError
     │   ├── AudioTooLongError
-    │   ├── InvalidChunkError    a bad stream chunk (voxwire.workers.stream_worker)
-    │   ├── BadFrameError        a live chunk that did not decode (voxwire.core.codecs)
-    │   ├── ChunkOrderError      a chunk too far ahead or missing (voxwire.workers.stream_intake)
-    │   └── StreamClosedError    audio after the stream ended (voxwire.workers.stream_intake)
-    ├── TooManyStreamsError      a worker is full (voxwire.workers.stream_worker)
+    │   ├── InvalidChunkError    a bad stream chunk (voxwire.workers.stream.worker)
+    │   ├── BadFrameError        a live chunk that did not decode (voxwire.audio.codecs)
+    │   ├── ChunkOrderError      a chunk too far ahead or missing (voxwire.workers.stream.intake)
+    │   └── StreamClosedError    audio after the stream ended (voxwire.workers.stream.intake)
+    ├── TooManyStreamsError      a worker is full (voxwire.workers.stream.worker)
     ├── EngineError              transcription failed inside an engine
     │   └── TranscriptionAborted the engine was asked to stop (voxwire.workers.engine)
     ├── AuthError                missing or invalid credentials
@@ -36,7 +36,7 @@ unless the drawing names another one::
     ├── SearchQueryError         a query with nothing to search (voxwire.search.query)
     ├── BusError                 the job bus failed (Kafka, in-process)
     │   └── RecordError          a bus record that is not what its topic carries
-    ├── CheckpointError          stream checkpoints failed (voxwire.workers.stream_checkpoints)
+    ├── CheckpointError          stream checkpoints failed (voxwire.workers.stream.checkpoints)
     ├── NotReadyError            a part of a process is not ready yet (voxwire.core.readiness)
     └── MqttError                the MQTT broker or connection failed (carries the topic)
 

@@ -1,7 +1,7 @@
 """``opus-lace``: libopus 1.5.2 with its speech enhancement, built from its sources.
 
 Live Opus streams decode best with libopus's own decoder and LACE, the neural
-network it runs on SILK speech (:mod:`voxwire.core.libopus`). Neither PyAV's
+network it runs on SILK speech (:mod:`voxwire.audio.libopus`). Neither PyAV's
 FFmpeg nor this platform's Debian (libopus 1.3.1) has it, and no wheel ships
 it, so ``voxwire models install opus-lace`` builds it:
 
@@ -32,8 +32,8 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from voxwire.audio.libopus import OpusLibrary
 from voxwire.core.errors import ModelError
-from voxwire.core.libopus import OpusLibrary
 from voxwire.models.packages import STAMP, StageProgress, build_folder
 from voxwire.models.registry import cache_dir, packages_dir
 

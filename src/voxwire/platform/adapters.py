@@ -24,7 +24,7 @@ from voxwire.platform.brokers import BROKERS, BrokerLink
 from voxwire.platform.choices import BLOBS, BUSES, SEARCHES, STORES, Index, choose
 from voxwire.sessions.pools import PoolCheck
 from voxwire.store import Store
-from voxwire.workers.stream_checkpoints import Checkpoints
+from voxwire.workers.stream.checkpoints import Checkpoints
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ from voxwire.core.errors import ConfigError
 from voxwire.search import SearchIndex
 from voxwire.search.reindex import Rebuildable
 from voxwire.store import SqliteStore, Store
-from voxwire.workers.stream_checkpoints import Checkpoints, RedisCheckpoints
+from voxwire.workers.stream.checkpoints import Checkpoints, RedisCheckpoints
 
 T = TypeVar("T")
 

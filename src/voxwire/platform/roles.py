@@ -34,13 +34,13 @@ from typing import Literal, get_args
 
 import uvicorn
 
+from voxwire.audio.libopus import OpusLibrary
 from voxwire.bridge.indexer import SegmentIndexer
 from voxwire.bridge.queries import QueryService
 from voxwire.bridge.relay import ResultRelay
 from voxwire.broker.dynsec import DynsecAccess
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConfigError, ModelError, MqttError
-from voxwire.core.libopus import OpusLibrary
 from voxwire.core.readiness import Flag
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.models import opus
@@ -52,9 +52,9 @@ from voxwire.sessions.uploads import UploadService
 from voxwire.wire.pools import Lane, Pool
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
-from voxwire.workers.file_worker import FileWorker
-from voxwire.workers.live_archive import LiveArchiver
-from voxwire.workers.stream_worker import StreamWorker
+from voxwire.workers.files.worker import FileWorker
+from voxwire.workers.stream.archive import LiveArchiver
+from voxwire.workers.stream.worker import StreamWorker
 
 log = logging.getLogger(__name__)
 

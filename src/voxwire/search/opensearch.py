@@ -15,7 +15,7 @@ is swapped; the mapping is in :mod:`voxwire.search.opensearch_mapping`)::
                                window's segments (kept, not indexed)
 
 Searches run on ``segments.norm``: the segment's words as
-:func:`voxwire.core.normalization.normalize` writes them (numbers as digits, accents and
+:func:`voxwire.text.normalization.normalize` writes them (numbers as digits, accents and
 punctuation gone), analysed by ``vx_norm`` (whitespace tokenizer, lowercase,
 Porter stemmer), as SQLite FTS5's ``porter`` tokenizer does in embedded mode.
 ``text`` keeps the source design's ``vx_english`` analysis (standard
@@ -50,7 +50,6 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import OpenSearchException, RequestError
 from pydantic import TypeAdapter
 
-from voxwire.core.normalization import normalize
 from voxwire.search import SearchIndexError
 from voxwire.search.opensearch_mapping import (
     ADDED,
@@ -70,6 +69,7 @@ from voxwire.search.query import (
     parse_query,
 )
 from voxwire.search.spans import page_of, spans_possible, speakers_of, window_hits
+from voxwire.text.normalization import normalize
 from voxwire.wire.windows import TextWindow
 from voxwire_client.messages import SegmentData
 

@@ -7,7 +7,7 @@ A query string is words and quoted phrases; every other character is text::
     "ask not what"            these words in this order
     amercans  (fuzzy=true)    also words one or two edits away ("americans")
 
-Words are normalised as transcripts are (:func:`voxwire.core.normalization.normalize`):
+Words are normalised as transcripts are (:func:`voxwire.text.normalization.normalize`):
 case, accents and punctuation do not matter, and numbers match as digits or
 words ("twelve percent" finds "12%", "1813" finds "eighteen thirteen"). Both
 backends stem English words (Porter), so "count" finds "counted". There is no
@@ -31,7 +31,7 @@ import snowballstemmer
 from rapidfuzz.distance import Levenshtein
 
 from voxwire.core.errors import VoxwireError
-from voxwire.core.normalization import normalize
+from voxwire.text.normalization import normalize
 from voxwire_client.api import (
     MAX_OFFSET,
     MAX_PAGE,

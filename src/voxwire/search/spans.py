@@ -23,7 +23,6 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from voxwire.core.normalization import normalize
 from voxwire.search.query import (
     ParsedQuery,
     SearchHit,
@@ -33,6 +32,7 @@ from voxwire.search.query import (
     highlight,
     stem,
 )
+from voxwire.text.normalization import normalize
 from voxwire_client.messages import SegmentData
 
 

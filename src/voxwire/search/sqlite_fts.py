@@ -13,7 +13,7 @@ transcripts::
                   speakers (the labels of its segments, space-separated)
     windows_fts   FTS5 over windows.norm, as segments_fts
 
-``norm`` is the segment's words as :func:`voxwire.core.normalization.normalize` writes
+``norm`` is the segment's words as :func:`voxwire.text.normalization.normalize` writes
 them, exactly as OpenSearch indexes ``segments.norm``. A query reaches FTS5
 only as quoted strings built from normalised words (FTS5's own syntax never
 comes from the user). A fuzzy word becomes ``("word" OR "worde" OR ...)``:
@@ -48,7 +48,6 @@ from pydantic import TypeAdapter
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from voxwire.core.normalization import normalize
 from voxwire.search import SearchIndexError
 from voxwire.search.query import (
     ParsedQuery,
@@ -60,6 +59,7 @@ from voxwire.search.query import (
     stem,
 )
 from voxwire.search.spans import page_of, spans_possible, speakers_of, window_hits
+from voxwire.text.normalization import normalize
 from voxwire.wire.windows import TextWindow
 from voxwire_client.messages import SegmentData
 

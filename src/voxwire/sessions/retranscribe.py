@@ -4,7 +4,7 @@ next transcript version (:mod:`voxwire_client.versions`).
 :meth:`RetranscribeService.start` checks the request (a model the platform
 serves, else a 400 that lists them; a language that model speaks), makes sure
 the session's audio is stored (uploads keep it; live streams archive theirs,
-:mod:`voxwire.workers.live_archive`), then reopens the session in the store in
+:mod:`voxwire.workers.stream.archive`), then reopens the session in the store in
 one step (finished -> ``queued``, ``version`` + 1; a session that is still
 being transcribed is a 409), publishes the ``queued`` progress of the new
 version and puts the job on ``transcription.rejobs``, the low-priority lane.
@@ -25,9 +25,9 @@ import asyncio
 import io
 import wave
 
+from voxwire.audio.decoding import SAMPLE_RATE
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
-from voxwire.core.audio import SAMPLE_RATE
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError, NotFoundError
 from voxwire.sessions.languages import choose

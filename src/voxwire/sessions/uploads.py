@@ -12,21 +12,21 @@ from pydantic import TypeAdapter, ValidationError
 
 from voxwire.access.control import AccessControl, NoAccessSync
 from voxwire.access.keys import KeyGrant
+from voxwire.audio.decoding import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
-from voxwire.core.audio import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.core.config import Settings
 from voxwire.core.errors import AudioError, InvalidRequestError, PayloadTooLargeError
-from voxwire.core.standing_prompts import (
+from voxwire.sessions.languages import choose
+from voxwire.sessions.opening import announce, open_session, stored
+from voxwire.sessions.pools import PoolCheck
+from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.text.standing_prompts import (
     MAX_PROMPTS,
     StandingPrompts,
     check_speakers,
     prompt_of,
 )
-from voxwire.sessions.languages import choose
-from voxwire.sessions.opening import announce, open_session, stored
-from voxwire.sessions.pools import PoolCheck
-from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.pools import Lane
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
 from voxwire.wire.topics import JOBS_TOPIC
@@ -159,7 +159,7 @@ def parse_prompts(raw: str | None) -> tuple[PromptSpec, ...]:
 def check_prompts(specs: Sequence[PromptSpec]) -> tuple[PromptSpec, ...]:
     """``specs`` if a session can listen for them all, else InvalidRequestError
     (duplicate ids, a prompt without words, ``within`` shorter than the prompt, more
-    than :data:`~voxwire.core.standing_prompts.MAX_PROMPTS`)."""
+    than :data:`~voxwire.text.standing_prompts.MAX_PROMPTS`)."""
     try:
         StandingPrompts().change([prompt_of(p) for p in specs], (), limit=MAX_PROMPTS)
     except ValueError as exc:

@@ -17,7 +17,7 @@ Partitions, retention and their creation on Kafka: :mod:`voxwire.bus.topics`.
 JOBS_TOPIC = "transcription.jobs"
 REJOBS_TOPIC = "transcription.rejobs"
 """Re-transcriptions: the low-priority lane, taken only when a worker has nothing
-else to do (:mod:`voxwire.workers.file_worker`)."""
+else to do (:mod:`voxwire.workers.files.worker`)."""
 RESULTS_TOPIC = "transcription.results"
 WINDOWS_TOPIC = "transcription.windows"
 QUERIES_TOPIC = "prompt.queries"

@@ -13,7 +13,7 @@ across a segment boundary ("ask not" | "what your country") are found
 (:mod:`voxwire.search.spans`): any two consecutive finals with less than
 ``length_ms - hop_ms`` of silence between them share a window. Standing
 prompts match on a window of their own, the newest three finals, in the
-worker (:mod:`voxwire.core.standing_prompts`): a match is due as soon as its last
+worker (:mod:`voxwire.text.standing_prompts`): a match is due as soon as its last
 word commits, not when a 30 s window is complete.
 
 Pure code: the windows are a function of the session's finals, so a worker

@@ -13,8 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from voxwire.audio.samples import Audio
 from voxwire.core.errors import EngineError
-from voxwire.core.samples import Audio
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +40,12 @@ class EngineOptions:
     """Live streams: the decode of a final (and of a likely final) is given at
     most this many characters of the stream's earlier finals as its prompt,
     after ``initial_prompt`` (0: none). Engines ignore it; the stream session
-    applies it (:meth:`~voxwire.workers.stream_pipeline.StreamSession.engine_options`)."""
+    applies it (:meth:`~voxwire.workers.stream.session.StreamSession.engine_options`)."""
     lead_ms: int = 0
     """Live streams: a final (and a likely final) is decoded after at most this
     much of the stream audio before it, and keeps what was said after it (0:
     alone). Engines ignore it; the stream's intake and scheduler apply it
-    (:mod:`voxwire.workers.stream_lead`)."""
+    (:mod:`voxwire.workers.stream.lead`)."""
     task: str = "transcribe"
     """``transcribe`` (the text in the language spoken) or ``translate`` (in
     English: Whisper's translate task; a multilingual model only). ``language``

@@ -5,10 +5,10 @@ Pure: it calls nothing (no engine, no emit) and returns the messages it builds.
 increasing from the first, :data:`voxwire.wire.records.FIRST_WORKER_SEQ` by
 default), numbers the finals (``index`` counts finals, ``id`` is
 ``f"{sid}-{index}"``; a partial carries the id its final will have, so a
-client replaces it), redacts their text (:mod:`voxwire.core.redaction`; what the last final
+client replaces it), redacts their text (:mod:`voxwire.text.redaction`; what the last final
 ended with goes into the next one's and its partials', so a number split over
 two finals is redacted in both),
-matches the standing prompts on each final (:mod:`voxwire.core.standing_prompts`:
+matches the standing prompts on each final (:mod:`voxwire.text.standing_prompts`:
 a :class:`~voxwire_client.messages.MatchMessage` per prompt heard, right after
 its final) and builds the progress, error and transcript messages.
 
@@ -29,9 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 
 from voxwire.core.errors import ConfigError, VoxwireError
-from voxwire.core.matching import Match, Prompt
-from voxwire.core.redaction import NO_TAIL, Redactor, redactor
-from voxwire.core.standing_prompts import MAX_PROMPTS, StandingPrompts, prompt_of, spec_of
+from voxwire.text.matching import Match, Prompt
+from voxwire.text.redaction import NO_TAIL, Redactor, redactor
+from voxwire.text.standing_prompts import MAX_PROMPTS, StandingPrompts, prompt_of, spec_of
 from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.engine import Segment, clean_text
 from voxwire_client.api import PromptSpec, RedactMode
@@ -161,7 +161,7 @@ class TranscriptBuilder:
 
     def change_prompts(self, add: Sequence[PromptSpec], remove: Sequence[str]) -> None:
         """Remove, then add, standing prompts: they apply from the next final on
-        (with the finals before it, see :mod:`voxwire.core.standing_prompts`). All
+        (with the finals before it, see :mod:`voxwire.text.standing_prompts`). All
         or nothing; a bad change raises ConfigError."""
         try:
             self._matcher.change([prompt_of(p) for p in add], remove, limit=MAX_PROMPTS)

@@ -2,7 +2,7 @@
 
 A :class:`Vad` scores one frame of exactly :data:`FRAME_SAMPLES` (512)
 samples at 16 kHz, i.e. :data:`FRAME_MS` (32) ms, and returns a probability in
-[0, 1]. The streaming endpointer (:mod:`voxwire.workers.endpointing`) turns
+[0, 1]. The streaming endpointer (:mod:`voxwire.workers.stream.endpointing`) turns
 those probabilities into segments; this module knows nothing about segments.
 
 :class:`SileroVad` runs Silero VAD v6.2 with ONNX Runtime on the
@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime
 
-from voxwire.core.audio import SAMPLE_RATE, Audio
+from voxwire.audio.decoding import SAMPLE_RATE, Audio
 from voxwire.core.errors import ModelError
 
 FRAME_SAMPLES = 512

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from voxwire.audio.samples import SAMPLE_RATE, Audio
 from voxwire.core.errors import EngineError, ModelError
 from voxwire.core.metrics import WINDOWS_REDONE
-from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.workers.engine import (
     EngineOptions,
     Segment,

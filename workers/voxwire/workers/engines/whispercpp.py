@@ -50,8 +50,8 @@ from typing import Any
 import _pywhispercpp as pw  # type: ignore[import-not-found]
 import numpy as np
 
+from voxwire.audio.samples import SAMPLE_RATE, Audio
 from voxwire.core.errors import EngineError, ModelError
-from voxwire.core.samples import SAMPLE_RATE, Audio
 from voxwire.models import validate
 from voxwire.workers.engine import (
     EngineOptions,

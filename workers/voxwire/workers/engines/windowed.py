@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from voxwire.core.samples import SAMPLE_RATE
+from voxwire.audio.samples import SAMPLE_RATE
 
 WINDOW_S = 30
 """Whisper's window."""

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
-from voxwire.core.samples import SAMPLE_RATE, Audio
+from voxwire.audio.samples import SAMPLE_RATE, Audio
 from voxwire.models import speaker
 from voxwire.workers.engine import TranscriptionAborted
 from voxwire.workers.speakers.features import HOP, fbank

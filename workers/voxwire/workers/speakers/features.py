@@ -18,7 +18,7 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
-from voxwire.core.samples import SAMPLE_RATE, Audio
+from voxwire.audio.samples import SAMPLE_RATE, Audio
 
 FRAME = 400
 HOP = 160

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from voxwire.core.samples import Audio
+from voxwire.audio.samples import Audio
 from voxwire.workers.speakers.encoder import FrameReader, shared_encoder
 from voxwire.workers.speakers.files import Piece, split_segment
 from voxwire.workers.speakers.segmentation import FRAME_STEP

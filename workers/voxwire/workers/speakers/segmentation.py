@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
-from voxwire.core.samples import SAMPLE_RATE
+from voxwire.audio.samples import SAMPLE_RATE
 from voxwire.models import segmentation as model_files
 
 Array = npt.NDArray[np.float32]

@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linear_sum_assignment
 
-from voxwire.core.samples import SAMPLE_RATE, Audio
+from voxwire.audio.samples import SAMPLE_RATE, Audio
 from voxwire.workers.engine import TranscriptionAborted
 from voxwire.workers.speakers.clustering import DISTANCE_THRESHOLD, cluster
 from voxwire.workers.speakers.encoder import (

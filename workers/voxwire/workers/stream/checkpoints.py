@@ -1,0 +1,159 @@
+"""Where live streams stand, saved before each message they emit.
+
+A stream worker saves a :class:`StreamCheckpoint` for a session before it
+hands a message of that session to the bus (a write-ahead record): the
+session's start record, the message, and the :class:`Resume` point after it.
+A worker that takes the session over after a crash loads the checkpoint,
+emits the message again (the store and clients drop the repeat by ``seq``)
+and goes on from the resume point with the audio still in the Kafka log.
+
+:class:`RedisCheckpoints` keeps them in Redis (distributed mode), one key per
+session (``<prefix>:stream:<sid>``, expiring ``ttl_s`` after the last save);
+:class:`MemoryCheckpoints` in the process (embedded mode, where no other
+worker could take over).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import redis.asyncio as aioredis
+from pydantic import TypeAdapter
+from redis.exceptions import RedisError
+
+from voxwire.core.errors import VoxwireError
+from voxwire.workers.stream.session import Resume
+from voxwire_client.api import PromptSpec
+from voxwire_client.messages import Message, SegmentData, encode_message, parse_message
+
+_FINALS = TypeAdapter(tuple[SegmentData, ...])
+_PROMPTS = TypeAdapter(tuple[PromptSpec, ...])
+DEFAULT_TTL_S = 24 * 3600
+
+
+class CheckpointError(VoxwireError):
+    """The checkpoint store failed or holds something unreadable."""
+
+    code = "checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCheckpoint:
+    start: bytes
+    """The session's start record (:class:`~voxwire.wire.records.StreamStart`)."""
+    resume: Resume
+    last: Message | None = None
+    """The message saved with this checkpoint; maybe not yet on the bus."""
+    done: bool = False
+    """Every message of the session is on the bus: nothing to resume."""
+
+    def encode(self) -> bytes:
+        r = self.resume
+        body: dict[str, Any] = {
+            "start": base64.b64encode(self.start).decode(),
+            "next_seq": r.next_seq,
+            "finals": json.loads(_FINALS.dump_json(r.finals)),
+            "chunk": r.chunk,
+            "skip_samples": r.skip_samples,
+            "stream_sample": r.stream_sample,
+            "pending": [encode_message(m).decode() for m in r.pending],
+            "finished": r.finished,
+            "prompts": None if r.prompts is None else [p.model_dump() for p in r.prompts],
+            "speakers": [list(s) for s in r.speakers],
+            "last": encode_message(self.last).decode() if self.last else None,
+            "done": self.done,
+        }
+        return json.dumps(body).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> StreamCheckpoint:
+        try:
+            body = json.loads(data)
+            resume = Resume(
+                next_seq=int(body["next_seq"]),
+                finals=_FINALS.validate_python(body["finals"]),
+                chunk=int(body["chunk"]),
+                skip_samples=int(body["skip_samples"]),
+                stream_sample=int(body["stream_sample"]),
+                pending=tuple(parse_message(m) for m in body["pending"]),
+                finished=bool(body["finished"]),
+                prompts=None
+                if body.get("prompts") is None
+                else _PROMPTS.validate_python(body["prompts"]),
+                speakers=tuple(
+                    (str(label), tuple(float(x) for x in total), float(weight))
+                    for label, total, weight in body.get("speakers", ())
+                ),
+            )
+            last = parse_message(body["last"]) if body["last"] else None
+            return cls(base64.b64decode(body["start"]), resume, last, bool(body["done"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"unreadable stream checkpoint: {exc}") from exc
+
+
+class Checkpoints(Protocol):
+    async def save(self, sid: str, checkpoint: StreamCheckpoint) -> None: ...
+
+    async def load(self, sid: str) -> StreamCheckpoint | None: ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryCheckpoints:
+    def __init__(self) -> None:
+        self._saved: dict[str, StreamCheckpoint] = {}
+
+    async def save(self, sid: str, checkpoint: StreamCheckpoint) -> None:
+        self._saved[sid] = checkpoint
+
+    async def load(self, sid: str) -> StreamCheckpoint | None:
+        return self._saved.get(sid)
+
+    async def close(self) -> None:
+        self._saved.clear()
+
+
+class RedisCheckpoints:
+    def __init__(self, client: aioredis.Redis, *, prefix: str = "vx", ttl_s: int = DEFAULT_TTL_S):
+        self._redis = client
+        self._prefix = prefix
+        self._ttl_s = ttl_s
+
+    @classmethod
+    def open(
+        cls, url: str, *, prefix: str = "vx", ttl_s: int = DEFAULT_TTL_S, timeout: float = 5.0
+    ) -> RedisCheckpoints:
+        """Checkpoints on the Redis at ``url``; connections are made lazily."""
+        client = aioredis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        return cls(client, prefix=prefix, ttl_s=ttl_s)
+
+    def key(self, sid: str) -> str:
+        return f"{self._prefix}:stream:{sid}"
+
+    async def save(self, sid: str, checkpoint: StreamCheckpoint) -> None:
+        try:
+            await self._redis.set(self.key(sid), checkpoint.encode(), ex=self._ttl_s)
+        except RedisError as exc:
+            raise CheckpointError(f"Redis: {exc}", hint="check VOXWIRE_REDIS_URL") from exc
+
+    async def load(self, sid: str) -> StreamCheckpoint | None:
+        try:
+            data: bytes | str | None = await self._redis.get(self.key(sid))
+        except RedisError as exc:
+            raise CheckpointError(f"Redis: {exc}", hint="check VOXWIRE_REDIS_URL") from exc
+        if data is None:
+            return None
+        return StreamCheckpoint.decode(data.encode() if isinstance(data, str) else data)
+
+    async def ping(self) -> None:
+        """A round trip to Redis (readiness)."""
+        try:
+            await self._redis.ping()
+        except RedisError as exc:
+            raise CheckpointError(f"Redis: {exc}", hint="check VOXWIRE_REDIS_URL") from exc
+
+    async def close(self) -> None:
+        await self._redis.aclose()

@@ -1,0 +1,499 @@
+"""One live stream between its intake and the engine: a queue of work, and
+the one path that turns the engine's output into the stream's messages.
+
+:class:`StreamSession` joins the stream's :class:`~voxwire.workers.stream.intake.StreamIntake` (PCM
+chunks -> work items) and :class:`~voxwire.workers.transcript.TranscriptBuilder` (text ->
+messages). It never calls the engine: a :class:`~voxwire.workers.stream.scheduler.Scheduler` takes
+its work (:meth:`StreamSession.take`, :meth:`StreamSession.take_final`), runs the engine where
+:meth:`StreamSession.needs_engine` says so, and hands the outcome to :meth:`StreamSession.commit`,
+which hands the messages to ``emit`` (a worker's ``emit`` saves a checkpoint and waits for the
+bus). It reads no clock of its own: arrival times come with the audio, and the ``now`` callable the
+caller injects (on the same clock, in seconds, e.g. ``time.monotonic``) times the queue.
+
+What each item becomes:
+
+- :class:`~voxwire.workers.stream.intake.PartialWork` -> a ``partial``
+  :class:`~voxwire_client.messages.SegmentMessage`, unless its text is empty
+  or unchanged. A partial still queued when a newer partial or the final of
+  its segment is queued is dropped unseen (finals never are);
+- :class:`~voxwire.workers.stream.intake.LikelyFinalWork` -> a partial as for
+  ``PartialWork``; its text is kept, and the final with the same bounds (due
+  when the pause reaches ``min_silence_ms``, 400 ms later by default) is
+  committed with it at once instead of being transcribed again;
+- :class:`~voxwire.workers.stream.intake.FinalWork` -> a ``final`` (its words on the
+  stream's timeline; its speaker when diarized: :mod:`voxwire.workers.speakers.live`)
+  and a match per prompt heard; an empty transcript (silence, noise, markers, a
+  hallucination) gives none;
+- :class:`~voxwire.workers.stream.intake.ProgressWork` -> a ``transcribing``
+  progress message (``speech`` and ``lag_ms`` set), as does creation;
+- :class:`ReplayWork` -> the messages decided before the stream was resumed here.
+
+``seq`` is strictly increasing across everything the session emits, from
+``first_seq``; the same chunks, engine output and order of work give the same
+``seq`` values. An engine error costs one segment (a non-fatal error message);
+an unexpected exception ends the session (a fatal one).
+
+Latency. Every segment message carries :class:`~voxwire_client.messages.LatencyData`,
+from the end of the segment's audio to the message: ``vad_ms`` (the end of the audio
+arrived -> the endpointer decided; for a final, mostly the ``min_silence_ms``
+wait), ``queue_ms`` (decided -> the engine started) and ``transcribe_ms``.
+
+Threads. Call :meth:`~StreamSession.push`, :meth:`~StreamSession.end` and
+:meth:`~StreamSession.change_prompts` from one thread (ingestion), the taking,
+committing and :meth:`~StreamSession.finish` from one thread (the scheduler's, may be
+another); :meth:`~StreamSession.error` and :meth:`~StreamSession.lag_ms` from any. The
+queue has its own lock; every message is numbered and emitted under the emit lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+
+from voxwire.audio.codecs import ChunkDecoder, chunk_decoder
+from voxwire.audio.libopus import OpusLibrary
+from voxwire.core.errors import ConfigError, VoxwireError
+from voxwire.core.metrics import STREAM_FINALS, STREAM_LAG, STREAM_PARTIALS
+from voxwire.text.matching import Prompt
+from voxwire.text.standing_prompts import check_speakers
+from voxwire.wire.records import FIRST_WORKER_SEQ
+from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
+from voxwire.workers.files.job import Emit
+from voxwire.workers.speakers.live import SpeakerState, StreamSpeakers
+from voxwire.workers.stream.config import StreamConfig as StreamConfig
+from voxwire.workers.stream.config import stream_config as stream_config
+from voxwire.workers.stream.intake import (
+    SAMPLES_PER_MS,
+    FinalWork,
+    LikelyFinalWork,
+    PartialWork,
+    ProgressWork,
+    SliceWork,
+    StreamIntake,
+)
+from voxwire.workers.stream.queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
+from voxwire.workers.transcript import (
+    TranscriptBuilder,
+    Words,
+    prompt_context,
+    words_between,
+    words_of,
+)
+from voxwire.workers.vad import Vad
+from voxwire_client.api import PromptSpec
+from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
+from voxwire_client.topics import validate_sid
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Where a stream stands after a message it emitted: what another worker
+    needs to go on from there without repeating or losing a final (see
+    :mod:`voxwire.workers.stream.worker`). The audio before the point is
+    settled: finals cover it, or it held no words."""
+
+    next_seq: int
+    finals: tuple[SegmentData, ...] = ()
+    chunk: int = 0
+    """The first chunk holding audio that is not settled."""
+    skip_samples: int = 0
+    """Samples at the start of that chunk that are settled."""
+    stream_sample: int = 0
+    """The stream time of the point, in samples."""
+    pending: tuple[Message, ...] = ()
+    """Messages decided with the last one (a final's matches, the completion),
+    seq already given: emitted first on resuming."""
+    finished: bool = False
+    """The transcript was emitted: nothing more but ``pending``."""
+    prompts: tuple[PromptSpec, ...] | None = None
+    """The standing prompts, when changed since the start (None: the start's)."""
+    speakers: SpeakerState = ()
+
+
+Outcome = list[Segment] | BaseException | None
+"""What the engine made of an item: its segments, the exception it raised, or
+None when the item needed no engine."""
+
+
+class StreamSession:
+    """One live stream: chunks in (:meth:`push`), messages out (``emit``)."""
+
+    def __init__(
+        self,
+        sid: str,
+        options: EngineOptions,
+        config: StreamConfig,
+        prompts: Sequence[PromptSpec | Prompt],
+        emit: Emit,
+        *,
+        vad: Vad,
+        now: Callable[[], float],
+        first_seq: int = FIRST_WORKER_SEQ,
+        resume: Resume | None = None,
+        on_queued: Callable[[str, int], None] | None = None,
+        keep_audio: Callable[[ChunkDecoder, int], ChunkDecoder] | None = None,
+        opus: OpusLibrary | None = None,
+    ) -> None:
+        """Raises ``InvalidSessionIdError`` (a ``ValueError``) for an unsafe ``sid``
+        and :class:`ConfigError` for an unusable prompt.
+
+        ``resume`` goes on from where another worker left the stream: chunks
+        before ``resume.chunk`` are ignored as redeliveries, the settled start
+        of that chunk is skipped, and seq, segment index and stream time carry on.
+        ``on_queued`` is told the sid and the :data:`RANK` of each item queued.
+        ``keep_audio`` wraps the chunk decoder (given its output's first sample): an archive.
+        ``opus``: the libopus that decodes an Opus stream (None: FFmpeg's decoder).
+        """
+        if first_seq < 1:
+            raise ValueError(f"first_seq must be at least 1, not {first_seq}")
+        self.sid = validate_sid(sid)
+        self.options = config.engine_options(options)
+        self._emit, self._now = emit, now
+        self._prompts_changed = resume is not None and resume.prompts is not None
+        if resume is not None and resume.prompts is not None:
+            prompts = resume.prompts
+        self._builder = TranscriptBuilder(
+            self.sid,
+            language=None if config.language == "auto" else config.language,
+            model=config.model,
+            redact=config.redact,
+            prompts=prompts,
+            first_seq=resume.next_seq if resume else first_seq,
+            finals=resume.finals if resume else (),
+            task=config.task,
+        )
+        start = resume or Resume(first_seq)
+        first = start.chunk == 0
+        decoder = chunk_decoder(config.codec, config.frame_ms, from_start=first, opus=opus)
+        if keep_audio is not None:  # a resumed stream's first chunk comes whole
+            decoder = keep_audio(decoder, start.stream_sample - start.skip_samples)
+        self._intake = StreamIntake(
+            self.sid,
+            config.endpointing,
+            vad,
+            origin_sample=start.stream_sample,
+            next_chunk=start.chunk,
+            skip_samples=start.skip_samples,
+            decoder=decoder,
+            lead_ms=self.options.lead_ms,
+        )
+        self._queue = WorkQueue(None if on_queued is None else partial(on_queued, self.sid))
+        self._emit_lock = threading.Lock()
+        # (chunk, skip, stream sample) where the audio not covered by a final starts
+        self._settled = (start.chunk, start.skip_samples, start.stream_sample)
+        self._pending: tuple[Message, ...] = ()  # decided with the message being emitted
+        self._likely: tuple[int, int, str, Words] | None = None  # (start, end, text, words)
+        self._finished = start.finished
+        self._partials = PartialTally()
+        self._speakers = StreamSpeakers(config.diarize, config.max_speakers, start.speakers)
+        if resume is None:
+            self._queue.put(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
+        else:
+            self._intake.ended = resume.finished
+            if resume.pending:
+                self._queue.put(ReplayWork(resume.pending, now()))
+
+    # --- state ----------------------------------------------------------------------------------
+
+    def resume_point(self) -> Resume:
+        """Where the stream stands after the last message emitted (scheduler
+        side: call it from ``emit``, or with no emission running)."""
+        chunk, skip, sample = self._settled
+        prompts = self._builder.prompts if self._prompts_changed else None
+        return Resume(
+            self._builder.next_seq,
+            tuple(self._builder.finals),
+            chunk,
+            skip,
+            sample,
+            self._pending,
+            self._finished,
+            prompts,
+            self._speakers.state(),
+        )
+
+    @property
+    def next_chunk(self) -> int:
+        """The number of the next chunk expected."""
+        return self._intake.next_chunk
+
+    @property
+    def stream_ms(self) -> int:
+        """Stream time at the end of the audio accepted so far."""
+        return self._intake.stream_ms
+
+    @property
+    def buffered_ms(self) -> int:
+        """Stream audio held for open and coming segments."""
+        return self._intake.buffered_ms
+
+    @property
+    def ended(self) -> bool:
+        """:meth:`end` was called (here or, for a resumed stream, before)."""
+        return self._intake.ended
+
+    @property
+    def finished(self) -> bool:
+        """The transcript was emitted (here or, for a resumed stream, before)."""
+        return self._finished
+
+    @property
+    def skipped_partials(self) -> int:
+        """Partials dropped unseen for a newer partial or final of their segment."""
+        return self._queue.skipped_partials
+
+    @property
+    def preempted_partials(self) -> int:
+        """Partials stopped because a final needed the engine."""
+        return self._partials.preempted
+
+    @property
+    def late_partials(self) -> int:
+        """Partials dropped: they finished after their segment's final or a newer partial."""
+        return self._partials.late
+
+    def lag_ms(self) -> int:
+        """How far the engine is behind: the age (by the injected clock) of the
+        oldest work queued or being transcribed; 0 when it is idle."""
+        oldest = self._queue.oldest()
+        return 0 if oldest is None else _ms(self._now() - oldest.decided_at)
+
+    # --- ingestion ------------------------------------------------------------------------------
+
+    def push(self, chunk_seq: int, pcm: bytes, received_at: float) -> None:
+        """Take chunk ``chunk_seq`` and queue the work it made due (see
+        :meth:`StreamIntake.push <voxwire.workers.stream.intake.StreamIntake.push>`
+        for the chunk rules and the errors raised)."""
+        for work in self._intake.push(chunk_seq, pcm, received_at):
+            self._queue.put(work)
+        error = self._intake.take_decode_error()
+        if error is not None:  # its audio was replaced by silence and is queued
+            raise error
+
+    def end(self, received_at: float, *, give_up: bool = False) -> None:
+        """End of stream (signalled at ``received_at``): close the open segment.
+        Its final is queued; run the queued work, then :meth:`finish`. While
+        chunks wait for those before them the end waits too (:attr:`ended` stays
+        False), unless ``give_up``. A second call does nothing."""
+        for work in self._intake.end(received_at, give_up=give_up):
+            self._queue.put(work)
+
+    @property
+    def end_waiting_since(self) -> float | None:
+        """When an end arrived that still waits for chunks before it (None: none)."""
+        return self._intake.end_waiting_since
+
+    @property
+    def missing(self) -> tuple[int, int] | None:
+        """The chunks that chunks waiting ahead of their turn wait for (first, last)."""
+        return self._intake.missing
+
+    def change_prompts(self, add: Sequence[PromptSpec], remove: Sequence[str]) -> None:
+        """Remove, then add, standing prompts: they apply from the next final on
+        (with the finals before it, see :mod:`voxwire.text.standing_prompts`). All
+        or nothing; a bad change raises ConfigError."""
+        try:
+            check_speakers(add, diarized=self._speakers.on)
+        except ValueError as exc:
+            raise ConfigError(
+                f"prompts not changed: {exc}", hint="drop the prompt's speaker", sid=self.sid
+            ) from exc
+        with self._emit_lock:  # finals are matched under this lock
+            self._builder.change_prompts(add, remove)
+            self._prompts_changed = True
+
+    # --- the scheduler's side -------------------------------------------------------------------
+
+    def next_rank(self) -> tuple[int, float] | None:
+        """How urgent the next queued item is, for a scheduler that serves many
+        sessions with one engine: lower first (progress, then finals, likely
+        finals, partials; older first); None when nothing is queued."""
+        work = self._queue.next()
+        return None if work is None else (RANK[type(work)], work.decided_at)
+
+    def take(self) -> Work | None:
+        """The next item, in flight until :meth:`commit`; None when none is queued."""
+        return self._queue.take()
+
+    def take_final(self) -> FinalWork | None:
+        """The next item when it is a final the engine must transcribe (for a
+        scheduler that transcribes the finals of several sessions in one engine
+        call); None otherwise, and the item stays queued."""
+        work = self._queue.take(lambda w: type(w) is FinalWork and self.needs_engine(w))
+        assert work is None or isinstance(work, FinalWork)
+        return work
+
+    def engine_options(self, work: Work) -> EngineOptions:
+        """The engine options to decode ``work`` with: a final's and a likely
+        final's get the end of the stream's earlier finals (as delivered, a
+        resumed stream's included) as the decoder's prompt, at most
+        ``options.context_chars`` characters of it; partials get none."""
+        chars = self.options.context_chars
+        if chars <= 0 or not isinstance(work, FinalWork | LikelyFinalWork):
+            return self.options
+        context = prompt_context((f.text for f in self._builder.finals), chars)
+        if not context:
+            return self.options
+        prompt = " ".join(filter(None, (self.options.initial_prompt, context)))
+        return replace(self.options, initial_prompt=prompt)
+
+    def needs_engine(self, work: Work) -> bool:
+        """Whether ``work`` needs a transcript from the engine (not a final the
+        likely final of its bounds already transcribed)."""
+        if isinstance(work, FinalWork):
+            return self._likely_text(work) is None
+        return isinstance(work, PartialWork)
+
+    def commit(self, work: Work, outcome: Outcome, started: float) -> None:
+        """Emit what taken ``work`` comes to, given the engine's ``outcome``
+        (started at ``started``): the one path from work to messages."""
+        try:
+            self._commit(work, outcome, started)
+        finally:
+            self._queue.done(work)
+
+    def _commit(self, work: Work, outcome: Outcome, started: float) -> None:
+        if isinstance(work, ReplayWork):
+            with self._emit_lock:
+                self._emit_all(list(work.messages))
+            return
+        if isinstance(work, ProgressWork):
+            with self._emit_lock:
+                status = SessionStatus.TRANSCRIBING
+                self._emit(self._progress(status, work.stream_ms, speech=work.speech))
+            return
+        if isinstance(outcome, BaseException):
+            self._failed(outcome)
+            return
+        if outcome is None:  # a final whose likely final was transcribed
+            assert isinstance(work, FinalWork)
+            STREAM_FINALS.labels("likely").inc()
+            latency = self._latency(work, started, transcribed=started)
+            self._final(work, *(self._likely_text(work) or ("", ())), latency=latency)
+            return
+        latency = self._latency(work, started, transcribed=self._now())
+        if isinstance(work, FinalWork | LikelyFinalWork):
+            self._keep_language(outcome)
+        text = self._builder.heard(outcome, work.vad_mean)
+        words = words_of(outcome, work.start_ms) if text else ()
+        if isinstance(work, LikelyFinalWork):
+            self._likely = (work.start_ms, work.end_ms, text, words)
+        if isinstance(work, PartialWork):
+            with self._emit_lock:
+                if self._stale(work):
+                    self._partials.late += 1
+                    STREAM_PARTIALS.labels("superseded").inc()
+                    return
+                self._partials.shown = (work.start_ms, work.end_ms)
+                self._emit_all(self._builder.partial(work.start_ms, work.end_ms, text, latency))
+        else:
+            STREAM_FINALS.labels("transcribed").inc()
+            self._final(work, text, words, latency=latency)
+
+    def _stale(self, work: PartialWork) -> bool:
+        """A partial that finished after its segment's final, or after a newer
+        partial of its segment (a final does not wait for its session's partial)."""
+        finalized = work.start_ms * SAMPLES_PER_MS < self._settled[2]
+        shown_start, shown_end = self._partials.shown
+        return finalized or (shown_start == work.start_ms and shown_end >= work.end_ms)
+
+    def _keep_language(self, segments: list[Segment]) -> None:
+        """``language`` "auto": the language detected on the first final (or the
+        likely final that becomes it) holds for the rest of the stream."""
+        if self._builder.language is not None or not segments or not segments[0].language:
+            return
+        first = segments[0]
+        with self._emit_lock:
+            self._builder.detected(first.language or "en", first.language_prob)
+        self.options = replace(self.options, language=first.language or "en")
+
+    def _failed(self, exc: BaseException) -> None:
+        """The engine raised ``exc`` for an item."""
+        if isinstance(exc, TranscriptionAborted):
+            self._partials.preempted += 1
+        elif isinstance(exc, VoxwireError):
+            exc.sid = exc.sid or self.sid
+            self.error(exc)
+        else:  # a bug, not bad input: the session still gets its ending
+            log.error("stream %s failed inside the engine", self.sid, exc_info=exc)
+            name = type(exc).__name__
+            failure = VoxwireError(f"transcription failed: {name}", hint="retry later")
+            self.error(failure, fatal=True)
+
+    def _final(self, work: FinalWork, text: str, words: Words, *, latency: LatencyData) -> None:
+        self._likely = None
+        with self._emit_lock:
+            self._builder.end_segment()
+            self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
+            if text:
+                for one in self._speakers.pieces(*work.bounds, text, work.audio):
+                    inside = words_between(words, one.start_ms, one.end_ms)
+                    final = self._builder.final(*one.span, latency, inside, speaker=one.speaker)
+                    self._emit_all(final)
+
+    def finish(self) -> None:
+        """After :meth:`end` and the work it queued: emit the transcript and the
+        ``completed`` progress (nothing after a fatal error). Once only."""
+        if not self.ended:
+            raise RuntimeError("finish() must come after end()")
+        if self._finished:
+            return
+        if self._queue.closed:
+            self._finished = True
+            return
+        duration = self.stream_ms
+        with self._emit_lock:
+            transcript = self._builder.transcript(duration)
+            completed = self._progress(SessionStatus.COMPLETED, duration, speech=False)
+            self._finished = True
+            self._settled = (self.next_chunk, 0, self._intake.samples)  # nothing after end()
+            self._emit_all([transcript, completed])
+
+    def error(self, exc: VoxwireError, *, fatal: bool = False) -> None:
+        """Emit ``exc`` as an error message (from any thread). A fatal error
+        closes the session: queued work is dropped and nothing more is emitted."""
+        with self._emit_lock:
+            if self._queue.closed:
+                return
+            self._emit(self._builder.error(exc, fatal=fatal))
+            if fatal:
+                self._queue.close()
+                self._intake.fail()
+
+    def _emit_all(self, messages: list[Message]) -> None:
+        """Emit messages decided together (seqs given); hold ``_emit_lock``. A
+        resume point taken meanwhile lists those still to come as pending."""
+        for i, message in enumerate(messages):
+            self._pending = tuple(messages[i + 1 :])
+            self._emit(message)
+        self._pending = ()
+
+    def _likely_text(self, work: FinalWork) -> tuple[str, Words] | None:
+        """Text and words of the likely final with this final's bounds, if transcribed."""
+        likely = self._likely
+        if likely and likely[:2] == (work.start_ms, work.end_ms):
+            return likely[2], likely[3]
+        return None
+
+    def _latency(self, work: SliceWork, started: float, *, transcribed: float) -> LatencyData:
+        return LatencyData(
+            vad_ms=_ms(work.decided_at - work.audio_end_at),
+            queue_ms=_ms(started - work.decided_at),
+            transcribe_ms=_ms(transcribed - started),
+        )
+
+    def _progress(self, status: SessionStatus, stream_ms: int, *, speech: bool) -> Message:
+        skipped = self.skipped_partials + self.preempted_partials + self.late_partials
+        STREAM_LAG.observe((lag_ms := self.lag_ms()) / 1000)
+        return self._builder.stream_progress(
+            status, stream_ms, speech=speech, lag_ms=lag_ms, partials_skipped=skipped
+        )
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
