@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.distributed import DistributedPlatform
-from tests.helpers import eval_with_text
+from evaluation.corpus import eval_with_text
+from evaluation.distributed import DistributedPlatform
 from voxwire_client import AsyncClient
 
 

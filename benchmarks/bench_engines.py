@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers import corpus_wer, eval_with_text  # noqa: E402
+from evaluation.corpus import corpus_wer, eval_with_text  # noqa: E402
 from voxwire.audio.decoding import decode  # noqa: E402
 from voxwire.workers.engine import EngineOptions  # noqa: E402
 from voxwire.workers.engines import create_engine  # noqa: E402

@@ -35,8 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers import EVAL_DIR, corpus_wer, eval_with_text  # noqa: E402
-from tests.multilingual import SENTENCES, have_espeak, speak, wer  # noqa: E402
+from evaluation.corpus import EVAL_DIR, corpus_wer, eval_with_text  # noqa: E402
+from evaluation.speech import SENTENCES, have_espeak, speak, wer  # noqa: E402
 from voxwire.audio.decoding import decode  # noqa: E402
 from voxwire.models import registry  # noqa: E402
 from voxwire.workers.engine import EngineOptions, LanguageDetector  # noqa: E402

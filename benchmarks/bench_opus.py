@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_streams import Run, align, bench, joined, utterances  # noqa: E402
 
-from tests.helpers import corpus_wer, eval_with_text, normalize  # noqa: E402
+from evaluation.corpus import corpus_wer, eval_with_text, normalize  # noqa: E402
 from voxwire.audio.codecs import chunk_decoder, opus_packets  # noqa: E402
 from voxwire.audio.decoding import Audio, decode, float32_to_pcm16le  # noqa: E402
 from voxwire.audio.libopus import OpusLibrary  # noqa: E402
@@ -123,7 +123,7 @@ def stream_text(
     """The finals of one stream of ``chunks``."""
     out: list[Message] = []
     session = StreamSession(
-        "bench", OPTIONS, config, (), out.append, vad=SileroVad(), now=time.monotonic, opus=opus
+        "bench", OPTIONS, config, (), vad=SileroVad(), now=time.monotonic, opus=opus
     )
     scheduler = Scheduler(engine)
     for n, chunk in enumerate(chunks):
@@ -131,9 +131,9 @@ def stream_text(
             session.push(n, chunk, (n + 1) * chunk_ms / 1000)
         except Exception as exc:  # a bad frame is reported, never fatal
             print(f"  chunk {n}: {exc}")
-        scheduler.run_pending(session)
+        out += [m for o in scheduler.run_pending(session) for m in o.messages]
     session.end(len(chunks) * chunk_ms / 1000)
-    scheduler.finish(session)
+    out += [m for o in scheduler.finish(session) for m in o.messages]
     finals = [m for m in out if isinstance(m, SegmentMessage) and m.type == "final"]
     return [m.segment.text for m in finals]
 

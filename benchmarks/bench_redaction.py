@@ -1,7 +1,7 @@
 """PII redaction: precision and recall on the labelled and spoken sets, and the cost per final.
 
-Precision and recall per entity type on tests/text/redaction/labelled.jsonl
-(written text), and on tests/text/redaction/spoken.jsonl (personal data said by
+Precision and recall per entity type on evaluation/redaction/labelled.jsonl
+(written text), and on evaluation/redaction/spoken.jsonl (personal data said by
 espeak-ng voices and written by the engine, benchmarks/make_spoken_pii.py) for
 this redactor and for the one of ``--baseline`` (a git revision, default
 ``main``; its redaction.py and number_runs.py are loaded from git). ``--missed``
@@ -35,8 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.text.redaction.labelled import labelled, scores  # noqa: E402
-from tests.text.redaction.spoken import SPOKEN, spoken_scores  # noqa: E402
+from evaluation.redaction.labelled import labelled, scores  # noqa: E402
+from evaluation.redaction.spoken import SPOKEN, spoken_scores  # noqa: E402
 from voxwire.text.normalization import normalize  # noqa: E402
 from voxwire.text.redaction import Redactor  # noqa: E402
 from voxwire_client.api import RedactMode  # noqa: E402
@@ -72,9 +72,7 @@ def baseline(revision: str) -> Any:
         sys.modules[module.__name__] = module
         names = [f"voxwire.{p}.{m}" for p in PACKAGES for m in loaded]
         current = {n: sys.modules.get(n) for n in names}
-        sys.modules.update(
-            {f"voxwire.{p}.{m}": mod for p in PACKAGES for m, mod in loaded.items()}
-        )
+        sys.modules.update({f"voxwire.{p}.{m}": mod for p in PACKAGES for m, mod in loaded.items()})
         try:
             exec(compile(shown.stdout, f"{revision}:{name}.py", "exec"), module.__dict__)
         finally:

@@ -1,6 +1,6 @@
 """Translation into English (Whisper's translate task) with base, per language and engine.
 
-German, French and Spanish sentences spoken by espeak-ng (tests/multilingual.py)
+German, French and Spanish sentences spoken by espeak-ng (evaluation/speech.py)
 are translated with the language given and with ``language="auto"``; WER is
 against an English reference written for each sentence, after Whisper's
 English normaliser (numbers as digits). The German reading of the multilingual
@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers import EVAL_DIR  # noqa: E402
-from tests.multilingual import SENTENCES, english_wer, have_espeak, speak, wer  # noqa: E402
+from evaluation.corpus import EVAL_DIR  # noqa: E402
+from evaluation.speech import SENTENCES, english_wer, have_espeak, speak, wer  # noqa: E402
 from voxwire.audio.decoding import SAMPLE_RATE, Audio, decode  # noqa: E402
 from voxwire.workers.engine import Engine, EngineOptions  # noqa: E402
 from voxwire.workers.engines import create_engine  # noqa: E402

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers import UTTERANCES, corpus_wer, eval_items, eval_with_text  # noqa: E402
+from evaluation.corpus import UTTERANCES, corpus_wer, eval_items, eval_with_text  # noqa: E402
 from voxwire.audio.decoding import decode  # noqa: E402
 from voxwire.audio.samples import Audio  # noqa: E402
 from voxwire.workers.engine import Engine, EngineOptions  # noqa: E402

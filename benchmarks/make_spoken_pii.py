@@ -1,4 +1,4 @@
-"""Make tests/text/redaction/spoken.jsonl: personal data spoken by espeak-ng and
+"""Make evaluation/redaction/spoken.jsonl: personal data spoken by espeak-ng and
 written down by the platform's engine, with its real recognition errors.
 
 Each item is a sentence that says a card number, a social security number, a
@@ -13,7 +13,7 @@ the span of ``text`` that holds it, and ``secret``: the character ranges of
 "dot", "at" and street types may). Sentences with nothing personal have no
 entity and no secret.
 
-    .venv/bin/python benchmarks/make_spoken_pii.py [--out tests/text/redaction/spoken.jsonl]
+    .venv/bin/python benchmarks/make_spoken_pii.py [--out evaluation/redaction/spoken.jsonl]
 
 Needs espeak-ng (``scripts/services.sh speech``) and the tiny.en model; takes a
 few minutes on two cores. The output is committed: tests read it, they do not
@@ -35,11 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evaluation.redaction.spoken import SPOKEN  # noqa: E402
 from voxwire.audio.decoding import decode  # noqa: E402
 from voxwire.workers.engine import EngineOptions  # noqa: E402
 from voxwire.workers.engines import create_engine  # noqa: E402
 
-OUT = ROOT / "tests" / "core" / "redaction" / "spoken.jsonl"
 VOICES = ("en-us", "en-gb", "en+m3", "en-gb-x-rp", "en-029", "en-gb-scotland")
 SPEEDS = (140, 160, 175)
 TAKES = 2  # each sentence in two voices/speeds
@@ -251,7 +251,7 @@ def relabel(path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, default=SPOKEN)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument(
         "--relabel", action="store_true", help="recompute spans and secrets of --out only"

@@ -34,7 +34,7 @@ decodes), in parts, resumably:
 2. Ask ``{"op": "upload_status", "upload": ...}``: the parts already held.
 3. Publish the others, 64 KiB each, on ``query/<key id>/<upload id>/part/<n>``.
 4. Ask ``{"op": "finish_upload", "upload": ..., "parts": N, "sha256": ...}``
-   (with the fields of ``POST /v1/uploads``): the answer names the session.
+   (with the options of an upload: ``POST /v1/sessions``): the answer names the session.
    Parts still on their way are named as missing: ask again a moment later.
 5. Follow ``transcription/<sid>/+`` to "completed" and read the transcript.
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.distributed import DistributedPlatform
+from evaluation.distributed import DistributedPlatform
 from tests.helpers import PlatformThread
 from tests.models.conftest import Converted, convert_all
 from voxwire.core.config import Settings

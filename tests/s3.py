@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from tests.helpers import free_port
+from evaluation.ports import free_port
 
 
 @contextmanager

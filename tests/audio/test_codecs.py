@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from tests.helpers import eval_items
+from evaluation.corpus import eval_items
 from voxwire.audio.codecs import (
     OPUS_LOOKAHEAD_SAMPLES,
     BadFrameError,

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
 from voxwire.audio.decoding import SAMPLE_RATE, DecodedAudio, decode, pcm16le_to_float32
 from voxwire.core.errors import (
     AudioError,

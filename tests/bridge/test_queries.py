@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import eval_with_text
+from evaluation.corpus import eval_with_text
 from voxwire.access.control import NoAccessSync
 from voxwire.access.keys import generate_key
 from voxwire.blobs import LocalBlobStore

@@ -23,7 +23,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from tests.helpers import free_port
+from evaluation.ports import free_port
 from voxwire.access.principal import Action, Principal
 from voxwire.broker.embedded import EmbeddedBroker
 

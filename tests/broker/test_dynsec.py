@@ -17,7 +17,7 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
-from tests.helpers import free_port
+from evaluation.ports import free_port
 from voxwire.access.tokens import SessionToken
 from voxwire.broker.dynsec import CONTROL_TOPIC, DynsecAccess, key_role_name
 from voxwire.core.errors import MqttError

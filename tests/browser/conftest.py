@@ -22,7 +22,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
-from tests.helpers import UTTERANCES, PlatformThread, eval_items, joined_utterances
+from evaluation.corpus import UTTERANCES, eval_items, joined_utterances
+from tests.helpers import PlatformThread
 from voxwire.core.config import Settings
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"

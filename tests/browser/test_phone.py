@@ -23,14 +23,9 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from evaluation.corpus import UTTERANCES, corpus_wer, word_errors
 from tests.browser.conftest import Steps, microphone_speech_s
-from tests.helpers import (
-    CAPTURE_WORDS_MARGIN,
-    UTTERANCES,
-    PlatformThread,
-    corpus_wer,
-    word_errors,
-)
+from tests.helpers import CAPTURE_WORDS_MARGIN, PlatformThread
 
 pytestmark = pytest.mark.timeout(420)
 

@@ -10,8 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.sync_api import BrowserContext
 
+from evaluation.corpus import EVAL_DIR
 from tests.browser.conftest import Steps, open_app, search_until_found
-from tests.helpers import EVAL_DIR, PlatformThread
+from tests.helpers import PlatformThread
 from voxwire_client import Client
 
 pytestmark = pytest.mark.timeout(300)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext
 
+from evaluation.speech import have_espeak
 from tests.browser.conftest import Steps, open_app
 from tests.helpers import PlatformThread
-from tests.multilingual import have_espeak
 from tests.workers.speech import conversation, wav_file
 
 pytestmark = [

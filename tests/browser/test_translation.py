@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext
 
+from evaluation.speech import SENTENCES, english_share, have_espeak, speak
 from tests.browser.conftest import Steps, open_app
 from tests.helpers import PlatformThread
 from tests.models.conftest import cache_at, fresh_cache
-from tests.multilingual import SENTENCES, english_share, have_espeak, speak
 from voxwire.core.config import Settings
 from voxwire.models import install
 

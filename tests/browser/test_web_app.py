@@ -17,16 +17,9 @@ import webvtt
 from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from evaluation.corpus import UTTERANCES, corpus_wer, eval_items, normalize, word_errors
 from tests.browser.conftest import Steps, microphone_speech_s, open_app, search_until_found
-from tests.helpers import (
-    CAPTURE_WORDS_MARGIN,
-    UTTERANCES,
-    PlatformThread,
-    corpus_wer,
-    eval_items,
-    normalize,
-    word_errors,
-)
+from tests.helpers import CAPTURE_WORDS_MARGIN, PlatformThread
 from voxwire_client import Client
 
 pytestmark = pytest.mark.timeout(300)

@@ -14,6 +14,7 @@ import logging
 import os
 import random
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -469,6 +470,22 @@ def test_kafka_init_prefixes_a_namespace(kafka: Kafka) -> None:
     created = kafka_init(kafka.bootstrap, spec, namespace=namespace)
     assert created == [f"{namespace}.transcription.jobs"]
     assert kafka_init(kafka.bootstrap, spec, namespace=namespace) == []
+
+
+def test_the_cli_creates_topics_with_the_partitions_asked_for(kafka: Kafka) -> None:
+    """``voxwire kafka init --partitions`` (the Helm chart's hook Job passes its value)."""
+    namespace = f"test_cli_{uuid.uuid4().hex[:8]}"
+    names = [f"{namespace}.{spec.name}" for spec in DEFAULT_TOPICS]
+    kafka.topics.extend(names)
+    voxwire = Path(sys.executable).with_name("voxwire")
+    env = {**os.environ, "VOXWIRE_KAFKA_BOOTSTRAP": kafka.bootstrap, "VOXWIRE_NAMESPACE": namespace}
+    done = subprocess.run(
+        [str(voxwire), "kafka", "init", "--partitions", "3", "--replication-factor", "1"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    metadata = kafka.admin.list_topics(timeout=10).topics
+    assert {n: len(metadata[n].partitions) for n in names} == dict.fromkeys(names, 3)
 
 
 def test_default_topics_and_overrides() -> None:

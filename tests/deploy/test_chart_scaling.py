@@ -100,7 +100,7 @@ def test_emqx_asks_the_gateway_hooks_over_its_service() -> None:
     assert paths == {"/internal/emqx/authn", "/internal/emqx/authz"}
     for path in paths:  # the routes EMQX calls, on the gateway's Service
         assert f'url = "{url}{path}"' in config
-    assert "no_match = deny" in config and "durable_sessions { enable = true }" in config
+    assert "no_match = deny" in config and "durable_sessions { enable = false }" in config
     assert "listeners.wss.default" in config and 'bytes_rate = "256KB/s"' in config
     settings = rendered.one("ConfigMap", "-settings")["data"]
     assert settings["VOXWIRE_BROKER"] == "emqx"
@@ -118,8 +118,21 @@ def test_emqx_asks_the_gateway_hooks_over_its_service() -> None:
 def test_the_kafka_topics_are_created_before_anything_starts() -> None:
     job = render("default").one("Job", "-kafka-init")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
-    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["kafka", "init"]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["kafka", "init", "--partitions=12", "--replication-factor=1"]
     assert template("minimal").returncode == 0
+    sized = render("default", "kafka.partitions=24", "kafka.replicationFactor=3")
+    args = sized.one("Job", "-kafka-init")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[2:] == ["--partitions=24", "--replication-factor=3"]
+
+
+def test_durable_emqx_sessions_need_a_single_node() -> None:
+    refused = template("gpu", "emqx.durableSessions=true")
+    assert refused.returncode != 0 and "emqx.replicas to 1" in refused.stderr
+    one = render("gpu", "emqx.durableSessions=true", "emqx.replicas=1")
+    assert (
+        "durable_sessions { enable = true }" in one.one("EMQX", "-emqx")["spec"]["config"]["data"]
+    )
 
 
 def test_each_bridge_keeps_its_name_and_so_its_mqtt_session() -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.distributed import DistributedPlatform
+from evaluation.distributed import DistributedPlatform
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

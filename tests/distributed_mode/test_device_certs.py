@@ -34,8 +34,9 @@ from cryptography.x509.oid import NameOID
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from tests.distributed import DistributedPlatform, reload_mosquitto, services_env
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
+from evaluation.distributed import DistributedPlatform, services_env
+from tests.distributed import reload_mosquitto
 from tests.store import drop_schema
 from voxwire.broker.device_certs import DeviceAuthority, issue, write
 from voxwire.broker.dynsec import DynsecAccess

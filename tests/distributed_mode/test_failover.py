@@ -19,8 +19,10 @@ import threading
 
 import pytest
 
-from tests.distributed import DistributedPlatform, Jobs, assert_complete, jobs_done, wait_until
-from tests.helpers import UTTERANCES, eval_with_text, free_port, joined_utterances
+from evaluation.corpus import UTTERANCES, eval_with_text, joined_utterances
+from evaluation.distributed import DistributedPlatform
+from evaluation.ports import free_port
+from tests.distributed import Jobs, assert_complete, jobs_done, wait_until
 from voxwire_client import AsyncClient, Client, Transcript, pcm_chunks
 from voxwire_client.messages import Message, SegmentMessage
 

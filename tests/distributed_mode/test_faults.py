@@ -17,15 +17,10 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from tests.distributed import (
-    SERVICES,
-    DistributedPlatform,
-    Jobs,
-    assert_complete,
-    jobs_done,
-    wait_until,
-)
-from tests.helpers import EVAL_DIR, Listener, eval_with_text
+from evaluation.corpus import EVAL_DIR, eval_with_text
+from evaluation.distributed import SERVICES, DistributedPlatform
+from tests.distributed import Jobs, assert_complete, jobs_done, wait_until
+from tests.helpers import Listener
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.serial]
 

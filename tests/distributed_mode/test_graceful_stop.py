@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.distributed import DistributedPlatform
-from tests.helpers import eval_with_text
+from evaluation.corpus import eval_with_text
+from evaluation.distributed import DistributedPlatform
 from voxwire_client import AsyncClient, Transcript
 
 pytestmark = pytest.mark.timeout(300)

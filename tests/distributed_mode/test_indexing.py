@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tests.distributed import DistributedPlatform
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
+from evaluation.distributed import DistributedPlatform
 from voxwire.platform.choices import index_alias, open_postgres_store
 from voxwire.search.opensearch import OpenSearchIndex
 from voxwire_client import Client, SearchQuery

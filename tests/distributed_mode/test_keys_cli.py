@@ -21,7 +21,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from pydantic import SecretStr
 
-from tests.distributed import services_env
+from evaluation.distributed import services_env
 from tests.gateway.gateway_app import gateway_client
 from tests.store import drop_schema
 from voxwire.access.tokens import TokenIssuer

@@ -15,8 +15,9 @@ import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.distributed import DistributedPlatform, free_port, wait_for_workers
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
+from evaluation.distributed import DistributedPlatform, wait_for_workers
+from evaluation.ports import free_port
 from voxwire.core.readiness import METRICS_PATH
 from voxwire_client import Client
 

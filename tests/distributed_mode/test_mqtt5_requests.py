@@ -17,7 +17,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.distributed import DistributedPlatform
+from evaluation.distributed import DistributedPlatform
 from voxwire.access.keys import key_id_of
 from voxwire_client.api import QueryResult
 from voxwire_client.topics import query_request_topic, query_result_topic

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.distributed import DistributedPlatform, free_port, readyz
+from evaluation.distributed import DistributedPlatform
+from evaluation.ports import free_port
+from tests.distributed import readyz
 from voxwire.core.readiness import HEALTH_PATH
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.distributed import DistributedPlatform
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
+from evaluation.distributed import DistributedPlatform
 from tests.s3 import make_bucket, s3_server
 from voxwire_client import Client
 

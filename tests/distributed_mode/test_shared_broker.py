@@ -16,8 +16,11 @@ import numpy as np
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from tests.distributed import DistributedPlatform, readyz, wait_for_workers
-from tests.helpers import UTTERANCES, Listener, eval_items, free_port, pcm16
+from evaluation.corpus import UTTERANCES, eval_items, pcm16
+from evaluation.distributed import DistributedPlatform, wait_for_workers
+from evaluation.ports import free_port
+from tests.distributed import readyz
+from tests.helpers import Listener
 from voxwire.access.keys import key_id_of
 from voxwire.audio.decoding import decode
 from voxwire.platform import build

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.distributed import DistributedPlatform
-from tests.helpers import UTTERANCES, corpus_wer, joined_utterances
+from evaluation.corpus import UTTERANCES, corpus_wer, joined_utterances
+from evaluation.distributed import DistributedPlatform
 from voxwire_client import Client, Transcript, pcm_chunks
 from voxwire_client.messages import Message, SegmentMessage
 

@@ -13,8 +13,8 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.distributed import DistributedPlatform, services_env
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
+from evaluation.distributed import DistributedPlatform, services_env
 from voxwire_client import Client
 
 pytestmark = pytest.mark.timeout(300)

@@ -15,8 +15,9 @@ import psutil
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.distributed import free_port, services_env, wait_for_workers
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
+from evaluation.distributed import services_env, wait_for_workers
+from evaluation.ports import free_port
 from voxwire.core.readiness import READY_PATH
 from voxwire_client import Client
 from voxwire_client.config import ClientConfig, installations, load_config, save_config

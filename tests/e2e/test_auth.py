@@ -8,7 +8,8 @@ import time
 import httpx
 import pytest
 
-from tests.helpers import EVAL_DIR, Listener, PlatformThread
+from evaluation.corpus import EVAL_DIR
+from tests.helpers import Listener, PlatformThread
 from voxwire_client.topics import session_filter
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,7 +9,8 @@ import wave
 import httpx
 import pytest
 
-from tests.helpers import EVAL_DIR, Listener, PlatformThread
+from evaluation.corpus import EVAL_DIR
+from tests.helpers import Listener, PlatformThread
 from voxwire.text.standing_prompts import MAX_PROMPTS
 from voxwire_client.topics import session_filter
 

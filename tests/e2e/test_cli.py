@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import EVAL_DIR, PlatformThread
-from tests.multilingual import have_espeak
+from evaluation.corpus import EVAL_DIR
+from evaluation.speech import have_espeak
+from tests.helpers import PlatformThread
 from voxwire.cli.installation import installation_name
 from voxwire.core.config import Settings
 from voxwire_client.config import ClientConfig, installations, save_config

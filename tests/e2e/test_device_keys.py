@@ -13,8 +13,9 @@ import time
 import httpx
 import pytest
 
+from evaluation.corpus import pcm16
 from tests.e2e.test_mqtt_sessions import Device
-from tests.helpers import Listener, PlatformThread, pcm16
+from tests.helpers import Listener, PlatformThread
 from tests.models.conftest import jfk_audio
 from voxwire_client import StreamRequest
 from voxwire_client.api import GetTranscript, OpenStream, SearchQuery

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from evaluation.speech import have_espeak
 from tests.e2e.test_search import _answer, _ask
 from tests.helpers import PlatformThread
-from tests.multilingual import have_espeak
 from tests.workers.speech import conversation, wav_file
 from voxwire_client import Client
 from voxwire_client.api import (

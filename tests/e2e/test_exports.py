@@ -19,8 +19,9 @@ import pytest
 import srt
 import webvtt
 
-from tests.distributed import DistributedPlatform
-from tests.helpers import EVAL_DIR, PlatformThread, normalize
+from evaluation.corpus import EVAL_DIR, normalize
+from evaluation.distributed import DistributedPlatform
+from tests.helpers import PlatformThread
 from voxwire.platform import build
 from voxwire.store import SessionRecord, Store
 from voxwire_client import Client

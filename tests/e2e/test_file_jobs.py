@@ -12,14 +12,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.helpers import (
-    EVAL_DIR,
-    Listener,
-    PlatformThread,
-    corpus_wer,
-    eval_with_text,
-    iter_json,
-)
+from evaluation.corpus import EVAL_DIR, corpus_wer, eval_with_text
+from tests.helpers import Listener, PlatformThread, iter_json
 from voxwire_client import Client
 from voxwire_client._mqtt import mqtt_username, parse_broker_url, stable_client_id
 from voxwire_client.messages import parse_message

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PlatformThread, corpus_wer, eval_items
+from evaluation.corpus import corpus_wer, eval_items
+from tests.helpers import PlatformThread
 
 pytestmark = pytest.mark.timeout(300)
 

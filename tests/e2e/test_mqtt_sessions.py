@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from tests.helpers import EVAL_DIR, Listener, PlatformThread, corpus_wer, eval_with_text
+from evaluation.corpus import EVAL_DIR, corpus_wer, eval_with_text
+from tests.helpers import Listener, PlatformThread
 from tests.models.conftest import jfk_audio
 from voxwire.access.keys import key_id_of
 from voxwire.audio.codecs import opus_packets

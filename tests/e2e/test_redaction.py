@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.speech import have_espeak
 from tests.helpers import PlatformThread
-from tests.multilingual import have_espeak
 from voxwire_client import Client, SearchPage
 
 pytestmark = [

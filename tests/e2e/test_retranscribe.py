@@ -21,7 +21,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.helpers import EVAL_DIR, PlatformThread, pcm16
+from evaluation.corpus import EVAL_DIR, pcm16
+from tests.helpers import PlatformThread
 from voxwire.audio.decoding import decode
 from voxwire.cli.retranscribe import due
 from voxwire_client import ApiError, Client, StreamRequest, Task, TranscriptMessage, pcm_chunks

@@ -14,7 +14,8 @@ import time
 import httpx
 import pytest
 
-from tests.helpers import EVAL_DIR, Listener, PlatformThread
+from evaluation.corpus import EVAL_DIR
+from tests.helpers import Listener, PlatformThread
 from voxwire.access.keys import key_id_of
 from voxwire_client import ApiError, Client, SearchPage, SearchQuery
 from voxwire_client.api import QueryResult

@@ -9,18 +9,16 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.helpers import (
+from evaluation.corpus import (
     EVAL_DIR,
-    SAME_WORDS_MARGIN,
     UTTERANCES,
-    Listener,
-    PlatformThread,
     corpus_wer,
     eval_items,
     joined_utterances,
     pcm16,
     word_errors,
 )
+from tests.helpers import SAME_WORDS_MARGIN, Listener, PlatformThread
 from voxwire.audio.codecs import opus_packets
 from voxwire.audio.decoding import decode, pcm16le_to_float32
 from voxwire_client import ApiError, AudioCodec, Client, PromptSpec, StreamRequest, pcm_chunks

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.distributed import DistributedPlatform
+from evaluation.distributed import DistributedPlatform
 from tests.helpers import Listener, PlatformThread
 from voxwire_client.topics import session_filter
 

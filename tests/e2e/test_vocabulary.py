@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.helpers import EVAL_DIR, PlatformThread, pcm16
+from evaluation.corpus import EVAL_DIR, pcm16
+from tests.helpers import PlatformThread
 from voxwire.audio.decoding import decode
 from voxwire_client import Client, StreamRequest, pcm_chunks
 

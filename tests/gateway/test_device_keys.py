@@ -12,8 +12,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from evaluation.corpus import EVAL_DIR
 from tests.gateway.gateway_app import gateway_client
-from tests.helpers import EVAL_DIR
 from voxwire.access.keys import generate_key
 from voxwire.access.tokens import TokenIssuer
 from voxwire.store import SqliteStore

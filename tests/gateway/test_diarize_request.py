@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.corpus import EVAL_DIR
 from tests.gateway.gateway_app import gateway_client
-from tests.helpers import EVAL_DIR
 from voxwire.access.keys import generate_key
 from voxwire.bus import MemoryBus
 from voxwire.store import SqliteStore

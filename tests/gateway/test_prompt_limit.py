@@ -7,7 +7,8 @@ import json
 import pytest
 
 from voxwire.core.errors import InvalidRequestError
-from voxwire.sessions.uploads import check_prompts, parse_prompts
+from voxwire.gateway.forms import parse_prompts
+from voxwire.sessions.options import check_prompts
 from voxwire.text.standing_prompts import MAX_PROMPTS
 from voxwire_client.api import PromptSpec
 

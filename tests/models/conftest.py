@@ -22,7 +22,7 @@ import numpy.typing as npt
 import pytest
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from tests.multilingual import SENTENCES, Sentence, speak
+from evaluation.speech import SENTENCES, Sentence, speak
 from voxwire.audio.decoding import Audio, decode
 from voxwire.models import KNOWN_MODELS, install
 from voxwire.models.registry import packages_dir
@@ -176,7 +176,7 @@ def base_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Converted]
 
 @pytest.fixture(scope="module")
 def spoken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Sentence, Audio]]:
-    """Each of :data:`tests.multilingual.SENTENCES` spoken by espeak-ng, by language."""
+    """Each of :data:`evaluation.speech.SENTENCES` spoken by espeak-ng, by language."""
     folder = tmp_path_factory.mktemp("espeak")
     return {s.language: (s, decode(speak(s, folder)).samples) for s in SENTENCES}
 

@@ -13,6 +13,7 @@ import pytest
 from tokenizers import Tokenizer  # type: ignore[import-untyped]
 from typer.testing import CliRunner
 
+from evaluation.speech import SENTENCES, have_espeak, speak, wer
 from tests.models.conftest import (
     EVAL_DIR,
     JFK_ID,
@@ -24,7 +25,6 @@ from tests.models.conftest import (
     run_isolated,
 )
 from tests.models.conftest import wer as english_wer
-from tests.multilingual import SENTENCES, have_espeak, speak, wer
 from voxwire.cli import app
 from voxwire.core.errors import ModelError
 from voxwire.models import add, catalog, checkpoint_dir, install, is_multilingual, resolve

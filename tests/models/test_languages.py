@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evaluation.speech import SENTENCES, Sentence, have_espeak, silence, speak, wer
 from tests.gateway.gateway_app import gateway_client
 from tests.helpers import PlatformThread
 from tests.models.conftest import Converted, cache_at
-from tests.multilingual import SENTENCES, Sentence, have_espeak, silence, speak, wer
 from tests.workers.stream.test_session import Clock, OneStream, feed
 from voxwire.access.keys import generate_key
 from voxwire.audio.decoding import Audio
@@ -28,6 +28,7 @@ from voxwire.workers.stream.session import StreamConfig
 from voxwire.workers.vad import SileroVad
 from voxwire_client import Client
 from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage
+from voxwire_client.options import Endpointing
 
 needs_espeak = pytest.mark.skipif(not have_espeak(), reason="scripts/services.sh speech")
 AUTO = EngineOptions(language="auto", threads=2)
@@ -93,7 +94,9 @@ def test_a_stream_keeps_the_language_of_its_first_final(
         engine = create_engine("faster-whisper", "base")
     clock = Clock()
     out: list[Message] = []
-    config = StreamConfig(language="auto", partial_interval_s=30.0, model="base")
+    config = StreamConfig(
+        language="auto", endpointing=Endpointing(partial_interval_s=30.0), model="base"
+    )
     session = OneStream("s1", engine, AUTO, config, (), out.append, vad=SileroVad(), now=clock)
     try:
         feed(session, audio, clock)

@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.distributed import DistributedPlatform
+from evaluation.distributed import DistributedPlatform
+from evaluation.speech import SENTENCES, have_espeak, speak, wer
 from tests.gateway.gateway_app import gateway_client
 from tests.helpers import PlatformThread
 from tests.models.conftest import EVAL_DIR, JFK_ID, Converted, reference_text
-from tests.multilingual import SENTENCES, have_espeak, speak, wer
 from voxwire.access.keys import generate_key
 from voxwire.audio.decoding import decode, float32_to_pcm16le
 from voxwire.bus import MemoryBus

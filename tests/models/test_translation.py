@@ -7,7 +7,8 @@ CLI's ``--translate``. An English-only model refuses to translate.
 The English is checked as a user would: it is mostly common English words (the
 source sentences hold hardly any), the words a reader looks for are there, and
 its WER against an English reference is printed (base on espeak-ng's robotic
-voices translates Spanish well, German and French loosely: see the README)."""
+voices translates Spanish well, German and French loosely: see docs/benchmarks.md,
+"Models and translation")."""
 
 from __future__ import annotations
 
@@ -21,9 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import PlatformThread, pcm16
-from tests.models.conftest import Converted, cache_at
-from tests.multilingual import (
+from evaluation.corpus import pcm16
+from evaluation.speech import (
     SENTENCES,
     Sentence,
     english_share,
@@ -32,6 +32,8 @@ from tests.multilingual import (
     silence,
     speak,
 )
+from tests.helpers import PlatformThread
+from tests.models.conftest import Converted, cache_at
 from tests.workers.stream.test_session import Clock, OneStream, feed
 from voxwire.audio.decoding import Audio, decode
 from voxwire.core.config import Settings
@@ -45,6 +47,7 @@ from voxwire.workers.stream.session import StreamConfig
 from voxwire.workers.vad import SileroVad
 from voxwire_client import Client, StreamRequest, Task, pcm_chunks
 from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage
+from voxwire_client.options import Endpointing
 
 needs_espeak = pytest.mark.skipif(not have_espeak(), reason="scripts/services.sh speech")
 TRANSLATE = EngineOptions(language="auto", task="translate", threads=2)
@@ -160,7 +163,10 @@ def test_a_live_stream_is_translated_final_by_final(
     clock = Clock()
     out: list[Message] = []
     config = StreamConfig(
-        language="auto", partial_interval_s=30.0, model="base", task=Task.TRANSLATE
+        language="auto",
+        endpointing=Endpointing(partial_interval_s=30.0),
+        model="base",
+        task=Task.TRANSLATE,
     )
     session = OneStream("s1", engine, TRANSLATE, config, (), out.append, vad=SileroVad(), now=clock)
     try:

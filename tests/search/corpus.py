@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
 from voxwire_client.messages import SegmentData
 
 WORDS_PER_SEGMENT = 12

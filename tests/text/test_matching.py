@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voxwire.text.matching import Match, Prompt, PromptMatcher
+from voxwire.text.matching import Prompt, PromptMatcher
+from voxwire_client.messages import MatchData
 
 JFK = (
     " And so my fellow Americans, ask not what your country can do for you,"
@@ -18,7 +19,7 @@ JFK = (
 )
 
 
-def match_one(prompt: str, text: str, **options: object) -> list[Match]:
+def match_one(prompt: str, text: str, **options: object) -> list[MatchData]:
     matcher = PromptMatcher([Prompt(id="p", text=prompt, **options)])  # type: ignore[arg-type]
     return matcher.match("seg-1", text, 1_000, 5_000)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from voxwire.text.matching import Match, Prompt
+from voxwire.text.matching import Prompt
 from voxwire.text.standing_prompts import StandingPrompts, check_speakers, prompt_of, spec_of
+from voxwire_client.messages import MatchData
 
 
-def _feed(prompts: StandingPrompts, *texts: str) -> list[list[Match]]:
+def _feed(prompts: StandingPrompts, *texts: str) -> list[list[MatchData]]:
     """Finals of 1 s each, 1 s apart: final i spans [2000 i, 2000 i + 1000]."""
     return [prompts.on_final(f"seg-{i}", t, 2000 * i, 2000 * i + 1000) for i, t in enumerate(texts)]
 

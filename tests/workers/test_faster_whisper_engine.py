@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.helpers import SAME_WORDS_MARGIN, corpus_wer, eval_with_text, word_errors
+from evaluation.corpus import corpus_wer, eval_with_text, word_errors
+from tests.helpers import SAME_WORDS_MARGIN
 from tests.models.conftest import JFK_ID, jfk_audio, reference_text, wer
 from voxwire.audio.decoding import SAMPLE_RATE, decode
 from voxwire.core.errors import EngineError, ModelError

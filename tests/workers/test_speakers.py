@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.multilingual import have_espeak
+from evaluation.speech import have_espeak
 from tests.workers.speech import LINES, VOICES, Turn, conversation, say
 from tests.workers.stream.test_session import Clock, OneStream, ScriptedEngine, feed
 from voxwire.audio.decoding import SAMPLE_RATE

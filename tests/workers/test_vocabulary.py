@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import EVAL_DIR
+from evaluation.corpus import EVAL_DIR
 from voxwire.audio.decoding import decode
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import UTTERANCES, eval_items, normalize
+from evaluation.corpus import UTTERANCES, eval_items, normalize
 from tests.models.conftest import jfk_audio
 from voxwire.audio.decoding import decode
 from voxwire.workers.engine import Engine, EngineOptions, Segment, Word

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -12,63 +11,31 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
+from voxwire_client.messages import MatchData as MatchData
 from voxwire_client.messages import Message, SegmentData, SessionStatus, Task, TaskField
+from voxwire_client.options import (
+    ENDPOINTING_FIELDS,
+    Endpointing,
+    SessionOptions,
+    diarize_flag_in_schema,
+)
+from voxwire_client.options import MAX_SPEAKERS as MAX_SPEAKERS
+from voxwire_client.options import SPEAKER_PATTERN as SPEAKER_PATTERN
+from voxwire_client.options import PromptSpec as PromptSpec
+from voxwire_client.options import RedactMode as RedactMode
+from voxwire_client.options import SpeakerBounds as SpeakerBounds
+from voxwire_client.options import SpeakerLabel as SpeakerLabel
 from voxwire_client.options import Vocabulary as Vocabulary
+from voxwire_client.options import validate_speaker as validate_speaker
 from voxwire_client.topics import validate_sid
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
-
-
-SPEAKER_PATTERN = r"^S[1-9][0-9]{0,3}$"
-_SPEAKER = re.compile(SPEAKER_PATTERN)
-
-
-def validate_speaker(label: str) -> str:
-    """Return ``label`` if it is a diarization speaker label (``S1``, ``S2``...), else raise."""
-    if not _SPEAKER.fullmatch(label):
-        raise ValueError(
-            f"speaker must be a label such as S1 or S2 (S and a number from 1), not {label[:20]!r}"
-        )
-    return label
-
-
-SpeakerLabel = Annotated[
-    str,
-    AfterValidator(validate_speaker),
-    WithJsonSchema({"type": "string", "pattern": SPEAKER_PATTERN}),
-]
-"""A speaker label as diarization gives them: ``S1``, ``S2``... (S and a number)."""
-
-
-class PromptSpec(_Model):
-    """A phrase to listen for.
-
-    Matched on every committed final together with the finals just before it,
-    so a phrase split between two segments is found; case, punctuation and how
-    numbers are spelled do not matter ("twelve percent" = "12%"). ``fuzzy``
-    (the default) tolerates small recognition errors ("Amercans"); ``slop``
-    lets up to that many other words come between the phrase's words (in
-    order); ``within`` asks instead for all its words, in any order, within
-    that many words. ``speaker`` (a session with diarization) limits the
-    prompt to what that speaker says: only finals labelled with it are
-    matched, each together with that speaker's finals just before it.
-    """
-
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    text: str = Field(min_length=1, max_length=500)
-    fuzzy: bool = True
-    slop: int = Field(default=0, ge=0, le=10)
-    within: int | None = Field(default=None, ge=1, le=50)
-    speaker: SpeakerLabel | None = Field(
-        default=None, description="only what this speaker (S1, S2...) says; needs diarization"
-    )
 
 
 class Endpoints(_Model):
@@ -95,18 +62,6 @@ class SessionInfo(_Model):
 
 class SessionCreated(SessionInfo):
     endpoints: Endpoints
-
-
-class MatchData(_Model):
-    prompt_id: str
-    prompt: str
-    score: float
-    start_ms: int
-    end_ms: int
-    text: str
-    highlight: str
-    segment_ids: tuple[str, ...]
-    speaker: str | None = None
 
 
 class TranscriptFormat(StrEnum):
@@ -169,21 +124,6 @@ class Health(_Model):
     )
 
 
-class RedactMode(StrEnum):
-    """What becomes of personal data (card numbers, SSNs, phone and account
-    numbers, email and street addresses, IBANs; written or spoken) before a
-    transcript leaves the worker: ``off`` keeps it, ``mask`` turns its letters
-    and digits into ``*``, ``entity`` replaces it by its type, e.g.
-    ``[CREDIT_CARD]``; ``numbers`` does what ``entity`` does and replaces every
-    other number of four digits or more (in any written form) by ``[NUMBER]``,
-    for the most careful tenants."""
-
-    OFF = "off"
-    MASK = "mask"
-    ENTITY = "entity"
-    NUMBERS = "numbers"
-
-
 class AudioCodec(StrEnum):
     """How a live stream's chunks hold its audio: ``pcm16``, PCM16LE 16 kHz mono
     (256 kbit/s); ``opus``, one Opus packet per chunk (RFC 6716, mono, e.g.
@@ -197,50 +137,28 @@ OPUS_FRAME_MS = (10, 20, 40, 60, 80, 100, 120)
 """The Opus packet durations a stream may declare."""
 
 
-MAX_SPEAKERS = 20
-"""The most speakers a session may ask diarization for."""
+def _flat_endpointing_in_schema(schema: dict[str, Any]) -> None:
+    """The JSON Schema says what :meth:`StreamRequest._flat_endpointing` takes, and
+    what :class:`SessionOptions` does."""
+    diarize_flag_in_schema(schema)
+    for name, field in Endpointing.model_fields.items():
+        schema["properties"].setdefault(
+            name, {"type": "number", "description": f"{field.description} (as endpointing.{name})"}
+        )
 
 
-class SpeakerBounds(_Model):
-    """Diarization on a session, with bounds on how many speakers it has
-    (None: the count is found)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    min_speakers: int | None = Field(default=None, ge=1, le=MAX_SPEAKERS)
-    max_speakers: int | None = Field(default=None, ge=1, le=MAX_SPEAKERS)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> SpeakerBounds:
-        low, high = self.min_speakers, self.max_speakers
-        if low is not None and high is not None and low > high:
-            raise ValueError(f"min_speakers ({low}) is more than max_speakers ({high})")
-        return self
-
-
-class StreamRequest(_Model):
+class StreamRequest(SessionOptions):
     """Start a live stream: ``POST /v1/streams``. Then publish chunks on
     ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB): PCM16LE
     16 kHz mono (e.g. 100 ms = 3200 bytes), or with ``codec="opus"`` one Opus
-    packet of ``frame_ms`` each; then ``{"type": "end"}`` on ``audio/<sid>/control``."""
+    packet of ``frame_ms`` each; then ``{"type": "end"}`` on ``audio/<sid>/control``.
+    A live stream finds its speakers as they come: ``diarize`` takes ``max_speakers``
+    only."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(json_schema_extra=_flat_endpointing_in_schema)
 
-    language: str = Field(
-        default="en", description="a language code such as 'de', or 'auto' to detect it"
-    )
-    model: str | None = Field(
-        default=None,
-        description="one of the models the platform serves (GET /healthz); None: its default",
-    )
-    prompts: tuple[PromptSpec, ...] = ()
-    min_silence_ms: int = Field(default=600, ge=100, le=10_000)
-    min_speech_ms: int = Field(default=250, ge=0, le=10_000)
-    partial_interval_s: float = Field(default=2.0, ge=0, le=60)
-    max_segment_s: float = Field(default=30.0, ge=1, le=30)
-    vad_threshold: float = Field(default=0.5, gt=0, lt=1)
-    redact: RedactMode | None = Field(
-        default=None, description="personal data in the transcript; None: the platform's default"
+    endpointing: Endpointing = Field(
+        default_factory=Endpointing, description="when an utterance ends (the defaults: fine)"
     )
     codec: AudioCodec = Field(default=AudioCodec.PCM16, description="how the chunks hold the audio")
     frame_ms: int = Field(
@@ -250,6 +168,19 @@ class StreamRequest(_Model):
         + " ms; a packet that does not decode is replaced by this much silence",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_endpointing(cls, data: Any) -> Any:
+        """Endpointing settings given at the top level join ``endpointing``."""
+        if not isinstance(data, dict) or not ENDPOINTING_FIELDS & data.keys():
+            return data
+        flat = {k: v for k, v in data.items() if k in ENDPOINTING_FIELDS}
+        nested = data.get("endpointing") or {}
+        if isinstance(nested, Endpointing):
+            nested = nested.model_dump(exclude_unset=True)
+        rest = {k: v for k, v in data.items() if k not in ENDPOINTING_FIELDS}
+        return {**rest, "endpointing": {**nested, **flat}}
+
     @field_validator("frame_ms")
     @classmethod
     def _opus_frame(cls, frame_ms: int) -> int:
@@ -257,16 +188,14 @@ class StreamRequest(_Model):
             raise ValueError(f"frame_ms must be one of {OPUS_FRAME_MS}, not {frame_ms}")
         return frame_ms
 
-    diarize: bool = Field(
-        default=False,
-        description="label each final with its speaker (S1, S2... in order of appearance); "
-        "a final's label is never changed afterwards",
-    )
-    max_speakers: int | None = Field(
-        default=None, ge=1, le=MAX_SPEAKERS, description="with diarize: at most this many speakers"
-    )
-    vocabulary: Vocabulary = ()
-    task: TaskField = Task.TRANSCRIBE
+    @field_validator("diarize")
+    @classmethod
+    def _live_speakers(cls, bounds: SpeakerBounds | None) -> SpeakerBounds | None:
+        if bounds is not None and bounds.min_speakers is not None:
+            raise ValueError(
+                "a live stream finds its speakers as they come: give max_speakers only"
+            )
+        return bounds
 
 
 class TokenRequest(_Model):
@@ -441,13 +370,12 @@ class UploadStatus(_Model):
     upload: Annotated[str, AfterValidator(validate_sid)]
 
 
-class FinishUpload(_Model):
+class FinishUpload(SessionOptions):
     """Transcribe a file uploaded over MQTT once its ``parts`` parts are in
-    (:class:`UploadStatus`), with what ``POST /v1/uploads`` takes: answered with
-    :attr:`QueryResult.session` (as that request answers), or an error naming
-    the parts still missing. Asking again answers with the same session."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    (:class:`UploadStatus`), with the options an upload takes
+    (:class:`SessionOptions`): answered with :attr:`QueryResult.session` (as that
+    request answers), or an error naming the parts still missing. Asking again
+    answers with the same session."""
 
     op: Literal["finish_upload"]
     upload: Annotated[str, AfterValidator(validate_sid)]
@@ -456,15 +384,6 @@ class FinishUpload(_Model):
         default=None, pattern="^[0-9a-f]{64}$", description="of the whole file: checked if given"
     )
     filename: str | None = Field(default=None, max_length=200)
-    language: str | None = None
-    model: str | None = None
-    prompts: tuple[PromptSpec, ...] = ()
-    redact: RedactMode | None = None
-    diarize: SpeakerBounds | None = Field(
-        default=None, description="label speakers, within these bounds; None: off"
-    )
-    vocabulary: Vocabulary = ()
-    task: TaskField = Task.TRANSCRIBE
 
 
 class UploadParts(_Model):

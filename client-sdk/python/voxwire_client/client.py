@@ -20,11 +20,10 @@ from typing import Any, Self
 
 import httpx
 from paho.mqtt.enums import MQTTProtocolVersion
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from voxwire_client._mqtt import ProtocolRefused, SessionSubscription
 from voxwire_client.api import (
-    MatchData,
     MessagesPage,
     PromptChange,
     PromptSpec,
@@ -50,6 +49,7 @@ from voxwire_client.errors import (
 )
 from voxwire_client.messages import (
     ErrorMessage,
+    MatchData,
     MatchMessage,
     Message,
     SegmentData,
@@ -59,10 +59,11 @@ from voxwire_client.messages import (
     is_terminal,
     parse_message,
 )
+from voxwire_client.options import SessionOptions
 from voxwire_client.sequencer import Sequencer
 from voxwire_client.topics import validate_sid
-from voxwire_client.uploads import Prompts, upload_form
-from voxwire_client.versions_client import VersionsMixin
+from voxwire_client.uploads import Prompts, form_fields, session_options
+from voxwire_client.versions import RetranscribeAccepted, RetranscribeRequest
 
 IDLE_POLL_S = 5.0
 """Without MQTT traffic for this long, the SDK asks the history API."""
@@ -89,7 +90,10 @@ def pcm_chunks(pcm: bytes, chunk_ms: int = 100) -> Iterator[bytes]:
         yield pcm[start : start + size]
 
 
-class AsyncClient(VersionsMixin):
+_SESSIONS = TypeAdapter(list[SessionInfo])
+
+
+class AsyncClient:
     """Talks to one voxwire platform; defaults come from :func:`load_config`."""
 
     def __init__(
@@ -186,6 +190,7 @@ class AsyncClient(VersionsMixin):
         diarize: SpeakerBounds | bool = False,
         vocabulary: Sequence[str] = (),
         task: Task | str = Task.TRANSCRIBE,
+        options: SessionOptions | None = None,
     ) -> SessionCreated:
         """Upload an audio file; returns the new session. ``redact``: what becomes
         of personal data in the transcript (default: the platform's setting);
@@ -193,17 +198,21 @@ class AsyncClient(VersionsMixin):
         of the models the platform serves (default: its first); ``diarize``: label
         every segment with its speaker (``SpeakerBounds`` to bound their count);
         ``vocabulary``: words to expect, written as given (names, product terms);
-        ``task``: "translate" for the text in English (a multilingual model)."""
+        ``task``: "translate" for the text in English (a multilingual model).
+        ``options``: all of these as one :class:`SessionOptions` (the keywords are
+        then not read)."""
         path = Path(path)
-        data = upload_form(
-            prompts,
-            redact=redact,
-            language=language,
-            model=model,
-            diarize=diarize,
-            vocabulary=vocabulary,
-            task=task,
-        )
+        if options is None:
+            options = session_options(
+                prompts,
+                redact=redact,
+                language=language,
+                model=model,
+                diarize=diarize,
+                vocabulary=vocabulary,
+                task=task,
+            )
+        data = form_fields(options)
         for retry in range(_RATE_LIMIT_RETRIES + 1):
             with path.open("rb") as fh:
                 response = await self._send(
@@ -386,6 +395,46 @@ class AsyncClient(VersionsMixin):
         )
         return await self.follow(created.sid, on_event=on_event)
 
+    async def sessions(self, limit: int = 100) -> list[SessionInfo]:
+        """The caller's latest sessions (at most ``limit``, up to 1000), newest first."""
+        response = await self._request("GET", "/v1/sessions", params={"limit": limit})
+        return _SESSIONS.validate_json(response.content)
+
+    async def retranscribe(
+        self,
+        sid: str,
+        *,
+        model: str | None = None,
+        language: str | None = None,
+        vocabulary: Sequence[str] = (),
+        task: Task | None = None,
+    ) -> RetranscribeAccepted:
+        """Transcribe a finished session's stored audio again, as its next version
+        (``model``: one the platform serves; ``task`` translate: in English).
+        Follow it with :meth:`version_events`."""
+        request = RetranscribeRequest(
+            model=model,
+            language=language,
+            vocabulary=tuple(vocabulary),
+            **({"task": task} if task is not None else {}),
+        )
+        response = await self._request(
+            "POST",
+            f"/v1/sessions/{validate_sid(sid)}/retranscribe",
+            json=request.model_dump(exclude_defaults=True),
+        )
+        return RetranscribeAccepted.model_validate_json(response.content)
+
+    def version_events(self, accepted: RetranscribeAccepted) -> AsyncGenerator[Message]:
+        """The messages of the version ``accepted`` makes, once each, in order, to its end."""
+        return self.events(accepted.sid, after_seq=accepted.first_seq - 1)
+
+    async def transcript_version(self, sid: str, version: int) -> TranscriptResponse:
+        """The transcript of ``version`` (kept when a later one replaced it)."""
+        path = f"/v1/sessions/{validate_sid(sid)}/transcript"
+        response = await self._request("GET", path, params={"version": version})
+        return TranscriptResponse.model_validate_json(response.content)
+
     async def start_stream(self, request: StreamRequest | None = None) -> StreamCreated:
         """Open a live stream session (then publish audio on its topics)."""
         body = (request or StreamRequest()).model_dump(mode="json")
@@ -434,7 +483,7 @@ class AsyncClient(VersionsMixin):
             if isinstance(message, SegmentMessage) and message.type == "final":
                 segments[message.segment.index] = message.segment
             elif isinstance(message, MatchMessage):
-                matches.append(MatchData(**message.model_dump(include=set(MatchData.model_fields))))
+                matches.append(message.data())
             elif isinstance(message, TranscriptMessage):
                 final = message
             elif isinstance(message, ErrorMessage) and message.fatal:

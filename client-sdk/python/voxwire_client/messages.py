@@ -58,6 +58,9 @@ class Envelope(_Model):
         description="the transcript version the message belongs to: 1 for the first "
         "transcription, 2 and up for each re-transcription of the session's audio",
     )
+    type: str
+    """Which message this is: each message narrows it to its own literal (declared
+    here so that it comes before a message's own fields on the wire)."""
 
 
 class Task(StrEnum):
@@ -171,22 +174,40 @@ class TranscriptMessage(Envelope):
     task: TaskField = Task.TRANSCRIBE
 
 
-class MatchMessage(Envelope):
-    """A prompt was heard: where, how sure, and the text around it."""
+class MatchData(_Model):
+    """A prompt heard in the transcript: where, how sure, and the text around it.
+    Published as a :class:`MatchMessage` when heard; a transcript lists them."""
 
-    type: Literal["match"] = "match"
     prompt_id: str
     prompt: str
+    """The prompt's text as the user gave it."""
     score: float = Field(ge=0, le=1)
+    """1.0 for an exact match, else the fuzzy score, at least the prompt's threshold."""
     start_ms: int = Field(ge=0)
     end_ms: int = Field(ge=0)
+    """The times of the matched words when the finals carry word times, else
+    estimated from their characters' position within the finals."""
     text: str
+    """The matched words as they appear in the transcript."""
     highlight: str
+    """The finals' text, HTML-escaped, with the match wrapped in ``<em>...</em>``."""
     segment_ids: tuple[str, ...]
+    """The finals the matched words are in."""
     speaker: str | None = Field(
         default=None,
         description="with diarization: who said the matched words (when one speaker said them)",
     )
+
+
+class MatchMessage(MatchData, Envelope):
+    """A prompt was heard: where, how sure, and the text around it."""
+
+    # on the wire: the envelope's fields (``type`` this literal), then MatchData's
+    type: Literal["match"] = "match"
+
+    def data(self) -> MatchData:
+        """The match without its envelope: what a transcript lists and a store keeps."""
+        return MatchData(**self.model_dump(include=set(MatchData.model_fields)))
 
 
 class ErrorMessage(Envelope):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
-from voxwire_client.api import PromptSpec, RedactMode, SpeakerBounds
 from voxwire_client.messages import Task
+from voxwire_client.options import PromptSpec, RedactMode, SessionOptions, SpeakerBounds
 
 Prompts = Sequence[str | PromptSpec] | None
 """Phrases to listen for: texts (numbered p1, p2...) or :class:`PromptSpec`."""
@@ -20,7 +21,7 @@ def prompt_specs(prompts: Prompts) -> list[PromptSpec]:
     ]
 
 
-def upload_form(
+def session_options(
     prompts: Prompts = None,
     *,
     redact: RedactMode | str | None = None,
@@ -29,24 +30,42 @@ def upload_form(
     diarize: SpeakerBounds | bool = False,
     vocabulary: Sequence[str] = (),
     task: Task | str = Task.TRANSCRIBE,
-) -> dict[str, str]:
-    """The form fields of an upload (see ``AsyncClient.upload``); ValueError for
-    a ``redact`` or ``task`` that does not exist."""
-    specs = [p.model_dump() for p in prompt_specs(prompts)]
-    data = {
-        "prompts": json.dumps(specs),
-        "vocabulary": json.dumps(list(vocabulary)),
-        "task": Task(task).value,
-    }
-    if redact is not None:
-        data["redact"] = RedactMode(redact).value
-    if language is not None:
-        data["language"] = language
-    if model is not None:
-        data["model"] = model
-    if diarize is not False:
-        data["diarize"] = "true"
-        bounds = diarize if isinstance(diarize, SpeakerBounds) else SpeakerBounds()
-        for name, value in bounds.model_dump(exclude_none=True).items():
+) -> SessionOptions:
+    """The options of ``AsyncClient.upload``'s keywords; ValueError for a choice
+    that does not exist (a ``redact`` mode, a ``task``)."""
+    return SessionOptions.model_validate(
+        {
+            "prompts": prompt_specs(prompts),
+            "redact": redact,
+            "language": language,
+            "model": model,
+            "diarize": diarize if isinstance(diarize, bool) else diarize.model_dump(),
+            "vocabulary": tuple(vocabulary),
+            "task": task,
+        }
+    )
+
+
+def form_fields(options: SessionOptions) -> dict[str, str]:
+    """``options`` as the upload form's fields: lists as JSON, ``diarize`` as a flag
+    with its bounds beside it, nothing for what is left to the platform."""
+    data: dict[str, str] = {}
+    for name, value in options.model_dump(mode="json").items():
+        if value is None:
+            continue
+        if name == "diarize":
+            data["diarize"] = "true"
+            data.update({k: str(v) for k, v in value.items() if v is not None})
+        elif isinstance(value, list | dict):
+            data[name] = json.dumps(value)
+        elif isinstance(value, bool):
+            data[name] = "true" if value else "false"
+        else:
             data[name] = str(value)
     return data
+
+
+def upload_form(prompts: Prompts = None, **options: Any) -> dict[str, str]:
+    """The form fields of an upload (the keywords of :func:`session_options`);
+    ValueError for a ``redact`` or ``task`` that does not exist."""
+    return form_fields(session_options(prompts, **options))

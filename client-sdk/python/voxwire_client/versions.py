@@ -10,27 +10,23 @@ what search finds), and every earlier version stays readable
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from voxwire_client.api import Vocabulary
-from voxwire_client.messages import Task
+from voxwire_client.options import SessionOptions
 
 
-class RetranscribeRequest(BaseModel):
-    """How to transcribe the session again; None: as the platform's default."""
+class RetranscribeRequest(SessionOptions):
+    """How to transcribe the session again (None: as the platform's default; the
+    language: the session's). The new version keeps the session's redaction and
+    runs without prompts: its matches stay those of the first version."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str | None = Field(default=None, description="a model the platform serves")
-    language: str | None = Field(
-        default=None,
-        description="a language code or 'auto'; None: the session's (else the platform's)",
-    )
-    vocabulary: Vocabulary = ()
-    task: Task | None = Field(
-        default=None,
-        description="transcribe, or translate into English (a multilingual model); None: the first",
-    )
+    @model_validator(mode="after")
+    def _kept_from_the_session(self) -> RetranscribeRequest:
+        if self.prompts:
+            raise ValueError("prompts are matched once, on the first version: drop them")
+        if self.redact is not None:
+            raise ValueError("a new version keeps the session's redaction: drop redact")
+        return self
 
 
 class RetranscribeAccepted(BaseModel):

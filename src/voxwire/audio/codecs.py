@@ -29,8 +29,8 @@ Two decoders, the same samples in time: libopus's own with LACE, its speech
 enhancement (:mod:`voxwire.audio.libopus`), when the worker has that library
 (``voxwire models install opus-lace``), else FFmpeg's through PyAV (the library
 that decodes uploads). :func:`opus_packets` encodes with libopus (PyAV's) for
-the CLI, tests and benchmarks. What each costs in WER: README, "Opus on narrow
-links".
+the CLI, tests and benchmarks. What each costs in WER: docs/streams.md, "Opus on
+narrow links".
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ distributions; ``voxwire models install opus-lace`` builds a libopus with it
 (:mod:`voxwire.models.opus`). What the engine hears is closer to what was said:
 Whisper's log-mel features of LACE's output are closer to those of the audio
 before coding than FFmpeg's are, on every eval recording tried at 16 kbit/s;
-the WER it saves: README, "Opus on narrow links".
+the WER it saves: docs/streams.md, "Opus on narrow links".
 
 This module binds the few C functions a decoder needs. Nothing here finds or
 builds the library: :class:`OpusLibrary` is given its path.

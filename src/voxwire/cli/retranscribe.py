@@ -69,7 +69,7 @@ def retranscribe(
         model=model,
         language=language,
         vocabulary=tuple(vocabulary or ()),
-        task=task_of(translate) if translate else None,
+        task=task_of(translate),
     )
     try:
         failed = asyncio.run(

@@ -82,16 +82,27 @@ def bridge() -> None:
 @kafka_app.command("init")
 def kafka_init(
     bootstrap: Annotated[str | None, typer.Option(help="Kafka bootstrap servers")] = None,
+    partitions: Annotated[
+        int | None,
+        typer.Option(min=1, help="partitions of every topic [12; prompt.queries 6]"),
+    ] = None,
+    replication_factor: Annotated[
+        int | None, typer.Option(min=1, help="replicas of every topic's partitions [1]")
+    ] = None,
 ) -> None:
     """Create voxwire's Kafka topics (existing ones are left as they are)."""
-    from voxwire.bus.topics import DEFAULT_TOPICS
+    from voxwire.bus.topics import DEFAULT_TOPICS, topic_specs
     from voxwire.bus.topics import kafka_init as init
 
     settings = load_settings(mode="distributed")
+    each = {"partitions": partitions} if partitions is not None else {}
     try:
+        specs = topic_specs(
+            {spec.name: each for spec in DEFAULT_TOPICS}, replication_factor=replication_factor
+        )
         created = init(
             bootstrap or settings.servers.kafka_bootstrap,
-            DEFAULT_TOPICS,
+            specs,
             namespace=settings.namespace or None,
         )
     except VoxwireError as exc:

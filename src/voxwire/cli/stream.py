@@ -25,6 +25,7 @@ from voxwire.core.errors import VoxwireError
 from voxwire_client import AsyncClient, ClientError, StreamRequest, Transcript, pcm_chunks
 from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, PromptSpec
 from voxwire_client.messages import MatchMessage, Message, ProgressMessage, SegmentMessage
+from voxwire_client.options import Endpointing
 
 
 def stream(
@@ -38,7 +39,9 @@ def stream(
         list[str] | None, typer.Option("--prompt", "-p", help="a phrase to listen for (repeatable)")
     ] = None,
     speed: Annotated[float, typer.Option(help="play faster than real time (e.g. 4)")] = 1.0,
-    min_silence_ms: Annotated[int, typer.Option(help="silence that ends a segment")] = 600,
+    min_silence_ms: Annotated[
+        int | None, typer.Option(help="silence that ends a segment, ms [600]")
+    ] = None,
     language: Annotated[
         str | None,
         typer.Option(help="a language code such as de, or auto [en; with --translate: auto]"),
@@ -86,8 +89,10 @@ def stream(
             codec=codec,
             frame_ms=frame_ms,
             prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
-            min_silence_ms=min_silence_ms,
-            **({"language": language} if language else {}),
+            endpointing=Endpointing(
+                **({"min_silence_ms": min_silence_ms} if min_silence_ms is not None else {})
+            ),
+            language=language or None,
             model=model,
             redact=redact,
             vocabulary=tuple(vocabulary or ()),

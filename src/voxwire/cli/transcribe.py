@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
@@ -30,8 +31,9 @@ from voxwire_client.messages import (
     Message,
     ProgressMessage,
     SegmentMessage,
-    Task,
 )
+from voxwire_client.options import SessionOptions
+from voxwire_client.uploads import session_options
 
 
 def transcribe(
@@ -76,22 +78,22 @@ def transcribe(
     as_json = as_json or fmt is TranscriptFormat.JSON
     export = None if fmt is None or fmt is TranscriptFormat.JSON else fmt
     try:
-        chosen = {"language": language, "model": model, "redact": redact}
+        options = session_options(
+            prompt,
+            language=language,
+            model=model,
+            redact=redact,
+            diarize=diarize,
+            vocabulary=vocabulary or (),
+            task=task_of(translate),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        fail(f"{'.'.join(map(str, first['loc']))}: {first['msg']}", hint="see --help")
+    try:
         quiet = as_json or export is not None
         result, exported = asyncio.run(
-            _run(
-                file,
-                prompt or [],
-                url,
-                api_key,
-                mqtt_url,
-                quiet=quiet,
-                chosen=chosen,
-                diarize=diarize,
-                vocabulary=vocabulary or [],
-                task=task_of(translate),
-                fmt=export,
-            )
+            _run(file, options, url, api_key, mqtt_url, quiet=quiet, fmt=export)
         )
     except ClientError as exc:
         fail(exc.message, exc.hint)
@@ -119,16 +121,12 @@ def transcribe(
 
 async def _run(
     file: Path,
-    prompts: list[str],
+    options: SessionOptions,
     url: str | None,
     api_key: str | None,
     mqtt_url: str | None,
     *,
     quiet: bool,
-    chosen: dict[str, str | None],
-    diarize: bool = False,
-    vocabulary: list[str] | None = None,
-    task: Task = Task.TRANSCRIBE,
     fmt: TranscriptFormat | None = None,
 ) -> tuple[Transcript, str | None]:
     """The session's transcript, and its text in ``fmt`` when one is asked for."""
@@ -165,9 +163,7 @@ async def _run(
 
     async with AsyncClient(url, api_key, mqtt_url) as client:
         with progress:
-            created = await client.upload(
-                file, prompts, **chosen, diarize=diarize, vocabulary=vocabulary or (), task=task
-            )
+            created = await client.upload(file, options=options)
             out.print(
                 f"session [bold]{created.sid}[/] (follow it on {created.endpoints.topic_filter})"
             )

@@ -54,6 +54,7 @@ from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.files.worker import FileWorker
 from voxwire.workers.stream.archive import LiveArchiver
+from voxwire.workers.stream.config import LiveTuning
 from voxwire.workers.stream.worker import StreamWorker
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ def file_engines(settings: Settings) -> list[int]:
     """The engines that run files, as the threads of each: ``workers`` of
     ``threads`` threads; by default (0) as many as the cores hold, of one thread
     for faster-whisper and of up to 4 for whisper.cpp (whose threads speed up a
-    file: 1.8x on 2, where faster-whisper's did not; README, Engines)."""
+    file: 1.8x on 2, where faster-whisper's did not; docs/engines.md)."""
     cores = cpu_cores()
     by_engine = 1 if settings.engine.name == "faster-whisper" else min(4, cores)
     threads = settings.engine.threads or by_engine
@@ -218,8 +219,6 @@ async def start_worker(
             beam_size=settings.engine.beam_size,
             threads=file_engines(settings)[0],
             word_timestamps=settings.engine.word_timestamps,
-            context_chars=settings.live.stream_context_chars,
-            lead_ms=round(settings.live.stream_lead_s * 1000),
         )
         if live:
             threads = stream_engines(settings)
@@ -237,6 +236,10 @@ async def start_worker(
                 cores=cpu_cores(),
                 archive=LiveArchiver(adapters.blobs()),
                 opus=opus_library,
+                tuning=LiveTuning(
+                    context_chars=settings.live.stream_context_chars,
+                    lead_ms=round(settings.live.stream_lead_s * 1000),
+                ),
             )
             streams.append(stream_worker)
             tasks.append(asyncio.create_task(stream_worker.run(), name=f"streams {model}"))

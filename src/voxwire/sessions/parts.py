@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 
 from voxwire.access.keys import KeyGrant
@@ -125,7 +124,7 @@ class PartUploads:
             )
         try:
             session = await self._uploads.accept(
-                tenant, _as_upload(request, data), sid=sid, key=key
+                tenant, Upload(request.filename, data, request), sid=sid, key=key
             )
         except AudioError:  # the session exists, failed: its parts are done with too
             await self._drop(sid, request.parts)
@@ -141,23 +140,3 @@ class PartUploads:
         """Part number -> size of the parts of the upload that becomes ``sid``."""
         names = await asyncio.to_thread(self._blobs.names, sid, _PREFIX)
         return {int(name[len(_PREFIX) :]): size for name, size in names.items()}
-
-
-def _as_upload(request: FinishUpload, data: bytes) -> Upload:
-    """The upload as the HTTP form would give it, checked by the same code."""
-    bounds = request.diarize
-    return Upload(
-        filename=request.filename,
-        data=data,
-        prompts="[" + ",".join(p.model_dump_json() for p in request.prompts) + "]"
-        if request.prompts
-        else None,
-        language=request.language,
-        redact=request.redact.value if request.redact else None,
-        model=request.model,
-        diarize="true" if bounds is not None else None,
-        min_speakers=str(bounds.min_speakers) if bounds and bounds.min_speakers else None,
-        max_speakers=str(bounds.max_speakers) if bounds and bounds.max_speakers else None,
-        vocabulary=json.dumps(request.vocabulary) if request.vocabulary else None,
-        task=request.task.value,
-    )

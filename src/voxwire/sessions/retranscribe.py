@@ -30,7 +30,7 @@ from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError, NotFoundError
-from voxwire.sessions.languages import choose
+from voxwire.sessions.options import resolve
 from voxwire.sessions.pools import PoolCheck
 from voxwire.store import SessionRecord, Store
 from voxwire.wire.pools import Lane
@@ -90,10 +90,10 @@ class RetranscribeService:
     ) -> RetranscribeAccepted:
         """Queue the next version of ``session`` (see the module doc)."""
         sid = session.sid
-        spoken = request.language or session.language or self._settings.engine.language
-        choice = choose(self._settings, model=request.model, task=request.task, language=spoken)
+        asked = request.model_copy(update={"language": request.language or session.language})
+        options = resolve(self._settings, tenant_name, asked)
         if self._pools is not None:
-            await self._pools.require(choice.model, Lane.AGAIN)
+            await self._pools.require(options.model, Lane.AGAIN)
         stored = await asyncio.to_thread(self._blobs.names, sid, AUDIO_BLOB)
         if AUDIO_BLOB not in stored:
             raise NotFoundError(
@@ -124,19 +124,15 @@ class RetranscribeService:
         )
         await self._bus.produce(RESULTS_TOPIC, sid, encode_message(queued))
         job = FileJob(
+            **{**dict(options), "redact": redact},
             sid=sid,
             tenant_id=reopened.tenant_id,
             audio_key=self._blobs.key(sid, AUDIO_BLOB),
             duration_ms=duration_ms,
-            language=choice.language,
-            model=choice.model,
-            redact=redact,
-            vocabulary=request.vocabulary,
-            task=choice.task,
             first_seq=first_seq + 1,
             version=reopened.version,
         )
         await self._bus.produce(REJOBS_TOPIC, sid, job.encode())
         return RetranscribeAccepted(
-            sid=sid, version=reopened.version, model=choice.model, first_seq=first_seq
+            sid=sid, version=reopened.version, model=options.model, first_seq=first_seq
         )

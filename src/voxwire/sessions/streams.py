@@ -8,10 +8,9 @@ from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
-from voxwire.sessions.languages import choose
 from voxwire.sessions.opening import announce, open_session, stored
+from voxwire.sessions.options import check_prompts, resolve
 from voxwire.sessions.pools import PoolCheck
-from voxwire.sessions.uploads import check_prompt_speakers, check_prompts
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.pools import Lane
 from voxwire.wire.records import GATEWAY_SEQ, PromptUpdate, StreamStart
@@ -59,25 +58,10 @@ class StreamService:
                         sid=sid,
                     )
                 return existing
-        check_prompts(request.prompts)
-        check_prompt_speakers(request.prompts, diarized=request.diarize)
-        redact = self._settings.security.redact_for(tenant.name, request.redact)
-        given = "language" in request.model_fields_set
-        choice = choose(
-            self._settings,
-            model=request.model,
-            task=request.task,
-            language=request.language if given else None,
-        )
+        options = resolve(self._settings, tenant.name, request)
         if self._pools is not None:
-            await self._pools.require(choice.model, Lane.STREAMS)
-        update = {
-            "redact": redact,
-            "language": choice.language,
-            "model": choice.model,
-            "task": choice.task,
-        }
-        request = request.model_copy(update=update)
+            await self._pools.require(options.model, Lane.STREAMS)
+        request = request.model_copy(update=dict(options))
         sid = await open_session(
             self._store,
             self._access,
@@ -85,7 +69,7 @@ class StreamService:
             prompts=request.prompts,
             sid=sid,
             key=key,
-            redact=redact,
+            redact=options.redact,
         )
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(AUDIO_TOPIC, sid, start.encode())

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
-
-from pydantic import TypeAdapter, ValidationError
 
 from voxwire.access.control import AccessControl, NoAccessSync
 from voxwire.access.keys import KeyGrant
@@ -16,168 +13,25 @@ from voxwire.audio.decoding import DecodedAudio, decode, float32_to_pcm16le
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
-from voxwire.core.errors import AudioError, InvalidRequestError, PayloadTooLargeError
-from voxwire.sessions.languages import choose
+from voxwire.core.errors import AudioError, PayloadTooLargeError
 from voxwire.sessions.opening import announce, open_session, stored
+from voxwire.sessions.options import resolve
 from voxwire.sessions.pools import PoolCheck
 from voxwire.store import SessionRecord, Store, Tenant
-from voxwire.text.standing_prompts import (
-    MAX_PROMPTS,
-    StandingPrompts,
-    check_speakers,
-    prompt_of,
-)
 from voxwire.wire.pools import Lane
 from voxwire.wire.records import GATEWAY_SEQ, FileJob
 from voxwire.wire.topics import JOBS_TOPIC
-from voxwire_client.api import MAX_SPEAKERS, PromptSpec, RedactMode, SpeakerBounds, Vocabulary
-from voxwire_client.messages import (
-    ErrorMessage,
-    ProgressMessage,
-    SessionStatus,
-)
-
-_PROMPT_LIST = TypeAdapter(list[PromptSpec | str])
-_VOCABULARY: TypeAdapter[tuple[str, ...]] = TypeAdapter(Vocabulary)
+from voxwire_client.messages import ErrorMessage, ProgressMessage, SessionStatus
+from voxwire_client.options import SessionOptions
 
 
 @dataclass(frozen=True, slots=True)
 class Upload:
+    """A file to transcribe, as it came, and what its session asks for."""
+
     filename: str | None
     data: bytes
-    prompts: str | None
-    language: str | None
-    redact: str | None = None
-    model: str | None = None
-    diarize: str | None = None
-    min_speakers: str | None = None
-    max_speakers: str | None = None
-    vocabulary: str | None = None
-    task: str | None = None
-
-
-def redact_mode(raw: str | None) -> RedactMode | None:
-    """The mode an upload asks for (None: it does not say)."""
-    if raw is None or not raw.strip():
-        return None
-    try:
-        return RedactMode(raw.strip().lower())
-    except ValueError:
-        choices = ", ".join(m.value for m in RedactMode)
-        raise InvalidRequestError(
-            f"invalid redact {raw[:40]!r}", hint=f"use one of: {choices}"
-        ) from None
-
-
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")
-
-
-def _speaker_count(name: str, raw: str | None) -> int | None:
-    if raw is None or not raw.strip():
-        return None
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise InvalidRequestError(
-            f"invalid {name} {raw[:20]!r}", hint=f"a whole number from 1 to {MAX_SPEAKERS}"
-        ) from None
-
-
-def speaker_bounds(upload: Upload) -> SpeakerBounds | None:
-    """The diarization an upload asks for (None: off); InvalidRequestError for
-    bad bounds, or bounds without ``diarize``."""
-    flag = (upload.diarize or "").strip().lower()
-    if flag not in _TRUE + _FALSE:
-        raise InvalidRequestError(f"invalid diarize {flag[:20]!r}", hint="use true or false")
-    low = _speaker_count("min_speakers", upload.min_speakers)
-    high = _speaker_count("max_speakers", upload.max_speakers)
-    if flag not in _TRUE:
-        if low is not None or high is not None:
-            raise InvalidRequestError(
-                "min_speakers and max_speakers need diarize", hint="add diarize=true"
-            )
-        return None
-    try:
-        return SpeakerBounds(min_speakers=low, max_speakers=high)
-    except ValidationError as exc:
-        raise InvalidRequestError(
-            f"invalid speaker bounds: {exc.errors()[0]['msg']}",
-            hint=f"1 <= min_speakers <= max_speakers <= {MAX_SPEAKERS}",
-        ) from None
-
-
-def parse_vocabulary(raw: str | None) -> tuple[str, ...]:
-    """``raw`` is a JSON list of words, or words separated by commas."""
-    if raw is None or not raw.strip():
-        return ()
-    text = raw.strip()
-    try:
-        words = (
-            _VOCABULARY.validate_json(text)
-            if text.startswith("[")
-            else (
-                _VOCABULARY.validate_python(tuple(w.strip() for w in text.split(",") if w.strip()))
-            )
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "".join(f"[{p}]" for p in first["loc"])
-        raise InvalidRequestError(
-            f"invalid vocabulary{where}: {first['msg']}",
-            hint='send at most 50 words or names of up to 64 characters, as "ComfyUI, Kubernetes" '
-            'or ["ComfyUI", "Kubernetes"]',
-        ) from None
-    return words
-
-
-def parse_prompts(raw: str | None) -> tuple[PromptSpec, ...]:
-    """``raw`` is a JSON list of strings or ``{"id", "text"}`` objects."""
-    if not raw:
-        return ()
-    try:
-        items = _PROMPT_LIST.validate_json(raw)
-    except ValidationError as exc:
-        raise InvalidRequestError(
-            f"invalid prompts: {exc.errors()[0]['msg']}",
-            hint='send a JSON list such as ["ask not", {"id": "p2", "text": "country"}]',
-        ) from None
-    if len(items) > MAX_PROMPTS:
-        raise InvalidRequestError(f"too many prompts ({len(items)} > {MAX_PROMPTS})")
-    specs = []
-    for i, item in enumerate(items):
-        try:
-            specs.append(
-                item if isinstance(item, PromptSpec) else PromptSpec(id=f"p{i + 1}", text=item)
-            )
-        except ValidationError:
-            raise InvalidRequestError(
-                f"invalid prompt #{i + 1}: empty or longer than 500 characters"
-            ) from None
-    return check_prompts(specs)
-
-
-def check_prompts(specs: Sequence[PromptSpec]) -> tuple[PromptSpec, ...]:
-    """``specs`` if a session can listen for them all, else InvalidRequestError
-    (duplicate ids, a prompt without words, ``within`` shorter than the prompt, more
-    than :data:`~voxwire.text.standing_prompts.MAX_PROMPTS`)."""
-    try:
-        StandingPrompts().change([prompt_of(p) for p in specs], (), limit=MAX_PROMPTS)
-    except ValueError as exc:
-        raise InvalidRequestError(
-            f"invalid prompts: {exc}", hint="a prompt needs words; ids must be unique"
-        ) from None
-    return tuple(specs)
-
-
-def check_prompt_speakers(specs: Sequence[PromptSpec], *, diarized: bool) -> None:
-    """InvalidRequestError for a prompt limited to a speaker in a session
-    without diarization: no final would carry a speaker, so it would never match."""
-    try:
-        check_speakers(specs, diarized=diarized)
-    except ValueError as exc:
-        raise InvalidRequestError(
-            f"invalid prompts: {exc}", hint="ask for diarization too, or drop the prompt's speaker"
-        ) from None
+    options: SessionOptions = field(default_factory=SessionOptions)
 
 
 def safe_extension(filename: str | None) -> str:
@@ -224,25 +78,18 @@ class UploadService:
         the audio is unusable (the session then exists, failed, with an error message
         published on it). ``sid``: the new session's id (else a new one)."""
         self.check_size(len(upload.data))
-        prompts = parse_prompts(upload.prompts)
-        vocabulary = parse_vocabulary(upload.vocabulary)
-        choice = choose(
-            self._settings, model=upload.model, task=upload.task, language=upload.language
-        )
+        options = resolve(self._settings, tenant.name, upload.options)
         if self._pools is not None:
-            await self._pools.require(choice.model, Lane.FILES)
-        redact = self._settings.security.redact_for(tenant.name, redact_mode(upload.redact))
-        diarize = speaker_bounds(upload)
-        check_prompt_speakers(prompts, diarized=diarize is not None)
+            await self._pools.require(options.model, Lane.FILES)
         sid = await open_session(
             self._store,
             self._access,
             tenant,
-            prompts=prompts,
+            prompts=options.prompts,
             filename=_display_name(upload.filename),
             sid=sid,
             key=key,
-            redact=redact,
+            redact=options.redact,
         )
         try:
             decoded = await asyncio.to_thread(
@@ -260,17 +107,11 @@ class UploadService:
             raise
         audio_key = await asyncio.to_thread(self._save_audio, sid, upload, decoded)
         job = FileJob(
+            **dict(options),
             sid=sid,
             tenant_id=tenant.id,
             audio_key=audio_key,
             duration_ms=round(decoded.duration_s * 1000),
-            language=choice.language,
-            model=choice.model,
-            prompts=prompts,
-            redact=redact,
-            diarize=diarize,
-            vocabulary=vocabulary,
-            task=choice.task,
         )
         queued = ProgressMessage(
             sid=sid,

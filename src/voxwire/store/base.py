@@ -9,8 +9,14 @@ from typing import Protocol
 
 from voxwire.access.keys import KeyGrant, KeyRole, NewKey
 from voxwire.access.owners import SessionOwner
-from voxwire_client.api import MatchData, PromptSpec, RedactMode
-from voxwire_client.messages import Message, SegmentData, SessionStatus, TranscriptMessage
+from voxwire_client.api import PromptSpec, RedactMode
+from voxwire_client.messages import (
+    MatchData,
+    Message,
+    SegmentData,
+    SessionStatus,
+    TranscriptMessage,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,9 +43,10 @@ from voxwire.core.errors import StoreError
 from voxwire.store.base import ApiKeyInfo, Reopened, SessionRecord, Tenant, by_version
 from voxwire.store.postgres_migrations import migrate
 from voxwire.store.postgres_writes import Conn, record, record_new
-from voxwire_client.api import MatchData, PromptSpec, RedactMode
+from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     MESSAGE_ADAPTER,
+    MatchData,
     Message,
     SegmentData,
     SessionStatus,

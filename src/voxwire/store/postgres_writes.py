@@ -17,7 +17,6 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 from pydantic import TypeAdapter
 
-from voxwire_client.api import MatchData
 from voxwire_client.messages import (
     ErrorMessage,
     MatchMessage,
@@ -160,7 +159,7 @@ class BatchFold:
             segment = message.segment
             self.segments[(sid, segment.index)] = segment.model_dump_json()
         elif isinstance(message, MatchMessage):
-            data = MatchData(**message.model_dump(include=set(MatchData.model_fields)))
+            data = message.data()
             self.matches[(sid, message.seq)] = data.model_dump_json()
         elif isinstance(message, TranscriptMessage):
             segments = _SEGMENT_TUPLE.dump_json(message.segments).decode()

@@ -26,10 +26,11 @@ from voxwire.access import keys as auth
 from voxwire.access.keys import KeyGrant, KeyRole, NewKey
 from voxwire.access.owners import SessionOwner
 from voxwire.store.base import ApiKeyInfo, Reopened, SessionRecord, Tenant, by_version
-from voxwire_client.api import MatchData, PromptSpec, RedactMode
+from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     MESSAGE_ADAPTER,
     ErrorMessage,
+    MatchData,
     MatchMessage,
     Message,
     ProgressMessage,
@@ -352,7 +353,7 @@ def _apply(db: sqlite3.Connection, message: Message) -> None:
             (sid, message.segment.index, message.segment.model_dump_json()),
         )
     elif isinstance(message, MatchMessage):
-        data = MatchData(**message.model_dump(include=set(MatchData.model_fields)))
+        data = message.data()
         db.execute(
             "INSERT OR REPLACE INTO matches VALUES (?, ?, ?)",
             (sid, message.seq, data.model_dump_json()),

@@ -30,8 +30,11 @@ errors of a few hundred milliseconds within long segments. A session's
 standing prompts (:mod:`voxwire.text.standing_prompts`) take the times of the
 matched words instead when the finals carry word times.
 
-Highlighting. ``Match.highlight`` is the segment's text, HTML-escaped, with the
-matched span wrapped in ``<em>...</em>``: it is safe to insert as HTML.
+Highlighting. A match's ``highlight`` is the segment's text, HTML-escaped, with
+the matched span wrapped in ``<em>...</em>``: it is safe to insert as HTML.
+
+A match is the contract's :class:`~voxwire_client.messages.MatchData`: a worker
+publishes it in a :class:`~voxwire_client.messages.MatchMessage` as it is.
 """
 
 from __future__ import annotations
@@ -43,10 +46,10 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz
 
 from voxwire.text.normalization import Token, normalize
+from voxwire_client.messages import MatchData
 
 __all__ = [
     "CompiledPrompt",
-    "Match",
     "Prompt",
     "PromptMatcher",
     "candidates",
@@ -92,27 +95,6 @@ class Prompt:
 
 
 @dataclass(frozen=True, slots=True)
-class Match:
-    """A prompt heard in a segment."""
-
-    prompt_id: str
-    prompt: str
-    """The prompt's text as the user gave it."""
-    score: float
-    """1.0 for an exact token match, else the fuzzy score in [threshold, 1)."""
-    start_ms: int
-    end_ms: int
-    """Estimated from the match's character position within the segment."""
-    text: str
-    """The matched words as they appear in the segment."""
-    highlight: str
-    """The segment's text, HTML-escaped, with the match wrapped in ``<em>...</em>``."""
-    segment_ids: tuple[str, ...]
-    speaker: str | None = None
-    """Who said the matched words (diarized sessions), when one speaker said them all."""
-
-
-@dataclass(frozen=True, slots=True)
 class CompiledPrompt:
     """A prompt with its normalised words, ready to match."""
 
@@ -153,13 +135,13 @@ class PromptMatcher:
     def prompts(self) -> list[Prompt]:
         return [c.prompt for c in self._prompts]
 
-    def match(self, segment_id: str, text: str, start_ms: int, end_ms: int) -> list[Match]:
+    def match(self, segment_id: str, text: str, start_ms: int, end_ms: int) -> list[MatchData]:
         """Every prompt heard in this segment, by prompt then position."""
         tokens = normalize(text)
         if not tokens:
             return []
         words = [t.text for t in tokens]
-        matches: list[Match] = []
+        matches: list[MatchData] = []
         for compiled in self._prompts:
             for score, i, j in select(candidates(compiled, words)):
                 span = tokens[i:j]
@@ -279,10 +261,10 @@ def _make_match(
     text: str,
     start_ms: int,
     end_ms: int,
-) -> Match:
+) -> MatchData:
     first, last = span[0].start, span[-1].end
     begin, finish = _char_to_ms(text, first, last, start_ms, end_ms)
-    return Match(
+    return MatchData(
         prompt_id=prompt.id,
         prompt=prompt.text,
         score=score,

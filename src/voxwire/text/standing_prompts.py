@@ -46,7 +46,6 @@ from dataclasses import dataclass
 
 from voxwire.text.matching import (
     CompiledPrompt,
-    Match,
     Prompt,
     candidates,
     select,
@@ -54,7 +53,7 @@ from voxwire.text.matching import (
 from voxwire.text.normalization import Token, normalize
 from voxwire.text.words import span_times
 from voxwire_client.api import PromptSpec
-from voxwire_client.messages import WordData
+from voxwire_client.messages import MatchData, WordData
 
 Words = tuple[WordData, ...]
 
@@ -172,7 +171,7 @@ class StandingPrompts:
         end_ms: int,
         timed: Sequence[WordData] = (),
         speaker: str | None = None,
-    ) -> list[Match]:
+    ) -> list[MatchData]:
         """The prompts heard once this final (of ``speaker``, when diarized) is
         committed, by prompt then position. With the final's words (``timed``), a
         match's times are those of its words."""
@@ -188,7 +187,7 @@ class StandingPrompts:
         order = {prompt_id: i for i, prompt_id in enumerate(self._prompts)}
         return sorted(matches, key=lambda m: order[m.prompt_id])  # stable: by position within
 
-    def _heard(self, finals: list[_Final], prompts: Sequence[CompiledPrompt]) -> list[Match]:
+    def _heard(self, finals: list[_Final], prompts: Sequence[CompiledPrompt]) -> list[MatchData]:
         """What ``prompts`` match in ``finals`` (the newest last) with a word of the newest."""
         if not prompts:
             return []
@@ -200,7 +199,7 @@ class StandingPrompts:
         words = [t.text for t in tokens]
         keys = [_key(finals, offsets, t.start) for t in tokens]
         live = {f.segment_id for f in finals}
-        matches: list[Match] = []
+        matches: list[MatchData] = []
         for compiled in prompts:
             prompt_id = compiled.prompt.id
             taken = {k for k in self._taken[prompt_id] if k[0] in live}  # forget old finals
@@ -272,13 +271,13 @@ def _match(
     finals: Sequence[_Final],
     offsets: Sequence[int],
     joined: str,
-) -> Match:
+) -> MatchData:
     first, last = span[0].start, span[-1].end
     a, b = _owner(offsets, first), _owner(offsets, last - 1)
     context_start = offsets[a]
     context_end = offsets[b] + len(finals[b].text)
     speakers = {f.speaker for f in finals[a : b + 1]}
-    return Match(
+    return MatchData(
         prompt_id=prompt.id,
         prompt=prompt.text,
         score=score,

@@ -34,15 +34,8 @@ from pydantic import (
 )
 
 from voxwire.core.errors import RecordError
-from voxwire_client.api import (
-    PromptChange,
-    PromptSpec,
-    RedactMode,
-    SpeakerBounds,
-    StreamRequest,
-    Vocabulary,
-)
-from voxwire_client.messages import Task, TaskField
+from voxwire_client.api import PromptChange, StreamRequest
+from voxwire_client.options import RedactMode, SessionOptions
 from voxwire_client.topics import validate_sid
 
 GATEWAY_SEQ = 1
@@ -58,22 +51,24 @@ class _Record(BaseModel):
         return self.model_dump_json().encode()
 
 
-class FileJob(_Record):
-    """What a worker needs to transcribe one uploaded file."""
+class ResolvedOptions(SessionOptions):
+    """A session's options once the platform has decided what they left to it
+    (:func:`voxwire.sessions.options.resolve`): the language, task and model it is
+    transcribed with and the redaction its transcript gets."""
+
+    language: str = "en"
+    model: str = Field(description="the model it is transcribed with")
+    redact: RedactMode = RedactMode.OFF
+
+
+class FileJob(ResolvedOptions, _Record):
+    """What a worker needs to transcribe one uploaded file: where its audio is, and
+    the session's options."""
 
     sid: str
     tenant_id: str
     audio_key: str = Field(description="blob key of the 16 kHz mono PCM16LE audio")
     duration_ms: int = Field(ge=0)
-    language: str = "en"
-    model: str | None = Field(default=None, description="the model to transcribe with")
-    prompts: tuple[PromptSpec, ...] = ()
-    redact: RedactMode = RedactMode.OFF
-    diarize: SpeakerBounds | None = Field(
-        default=None, description="label every segment with its speaker; None: off"
-    )
-    vocabulary: Vocabulary = ()
-    task: TaskField = Task.TRANSCRIBE
     first_seq: int = Field(
         default=FIRST_WORKER_SEQ, ge=1, description="seq of the job's first message"
     )

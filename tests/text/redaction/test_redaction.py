@@ -10,8 +10,8 @@ import re
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.helpers import EVAL_DIR
-from tests.text.redaction.labelled import labelled, scores
+from evaluation.corpus import EVAL_DIR
+from evaluation.redaction.labelled import labelled, scores
 from voxwire.text.redaction import Redactor
 from voxwire_client.api import RedactMode
 

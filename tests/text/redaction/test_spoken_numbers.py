@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.text.redaction.spoken import spoken, spoken_scores
+from evaluation.redaction.spoken import spoken, spoken_scores
 from voxwire.text.number_runs import Tail, runs, tail_of
 from voxwire.text.redaction import Redactor
 from voxwire_client.api import RedactMode

@@ -45,6 +45,7 @@ JOB = FileJob(
     tenant_id="t",
     audio_key="s1/audio.pcm",
     duration_ms=10_000,
+    model="tiny.en",
     prompts=(PromptSpec(id="p1", text="twelve percent"),),
 )
 AUDIO = np.zeros(16000, dtype=np.float32)

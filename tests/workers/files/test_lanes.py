@@ -28,7 +28,14 @@ def _job(blobs: LocalBlobStore, sid: str, repeats: int, version: int) -> bytes:
     key = blobs.key(sid, "audio.pcm")
     blobs.put(key, float32_to_pcm16le(audio))
     duration_ms = len(audio) * 1000 // 16_000
-    job = FileJob(sid=sid, tenant_id="t", audio_key=key, duration_ms=duration_ms, version=version)
+    job = FileJob(
+        sid=sid,
+        tenant_id="t",
+        audio_key=key,
+        duration_ms=duration_ms,
+        model="tiny.en",
+        version=version,
+    )
     return job.encode()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import corpus_wer
+from evaluation.corpus import corpus_wer
 from voxwire.audio.decoding import Audio
 from voxwire.workers.engine import Engine, EngineOptions, Segment, SegmentCallback, Word
 from voxwire.workers.files.skipped_speech import RETRIES, SpeechMap, transcribe_heard

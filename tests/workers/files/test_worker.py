@@ -47,7 +47,10 @@ async def test_a_job_whose_messages_the_bus_refused_runs_again_and_the_next_comp
     for sid in ("s_refused", "s_behind"):
         key = blobs.key(sid, "audio.pcm")
         blobs.put(key, float32_to_pcm16le(audio))
-        job = FileJob(sid=sid, tenant_id="t", audio_key=key, duration_ms=len(audio) * 1000 // 16000)
+        duration_ms = len(audio) * 1000 // 16000
+        job = FileJob(
+            sid=sid, tenant_id="t", audio_key=key, duration_ms=duration_ms, model="tiny.en"
+        )
         await bus.produce(JOBS_TOPIC, "same-partition", job.model_dump_json().encode())
     results = bus.subscribe(RESULTS_TOPIC, "subscriber")
     worker = FileWorker(bus, blobs, [engine], EngineOptions(language="en", threads=2))

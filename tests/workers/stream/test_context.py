@@ -1,5 +1,5 @@
 """A live final is decoded with the stream's earlier finals as the decoder's
-prompt (``EngineOptions.context_chars``), as a file is decoded with the text
+prompt (``LiveTuning.context_chars``), as a file is decoded with the text
 before it: also after another worker took the stream over, bounded in length,
 and never for partials.
 
@@ -22,10 +22,12 @@ from tests.workers.stream.test_session import (
 )
 from voxwire.audio.decoding import Audio
 from voxwire.workers.engine import EngineOptions, Segment, SegmentCallback
+from voxwire.workers.stream.config import LiveTuning
 from voxwire.workers.stream.session import Resume, StreamConfig
 from voxwire.workers.transcript import prompt_context
 from voxwire_client.api import RedactMode
 from voxwire_client.messages import Message
+from voxwire_client.options import Endpointing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -54,6 +56,9 @@ class PromptedEngine:
         pass
 
 
+EVERY_SECOND = StreamConfig(endpointing=Endpointing(partial_interval_s=1.0))
+
+
 def stream(
     engine: PromptedEngine,
     out: list[Message],
@@ -70,11 +75,10 @@ def stream(
         if on_emit is not None:
             on_emit(sessions[0])
 
-    options = EngineOptions(context_chars=chars)
     sessions.append(
         OneStream(
-            "s1", engine, options, config or StreamConfig(partial_interval_s=1.0), (), emit,
-            vad=EnergyVad(), now=Clock(), resume=resume,
+            "s1", engine, EngineOptions(), config or EVERY_SECOND, (), emit,
+            vad=EnergyVad(), now=Clock(), resume=resume, tuning=LiveTuning(context_chars=chars),
         )
     )  # fmt: skip
     return sessions[0]
@@ -127,7 +131,7 @@ def test_a_stream_taken_over_keeps_its_earlier_finals_as_the_prompt() -> None:
 
 def test_the_prompt_holds_what_was_delivered_not_what_redaction_hid() -> None:
     engine, out = PromptedEngine(lambda ms: f"my card is 4111 1111 1111 1111 and {ms}"), []
-    config = StreamConfig(partial_interval_s=1.0, redact=RedactMode.ENTITY)
+    config = StreamConfig(endpointing=Endpointing(partial_interval_s=1.0), redact=RedactMode.ENTITY)
     feed(stream(engine, out, config=config), bursts(), Clock())
     finals = of_type(out, "final")
     assert len(finals) == 3 and "4111" not in finals[0].segment.text

@@ -1,4 +1,4 @@
-"""A live final decoded after the stream audio before it (``EngineOptions.lead_ms``):
+"""A live final decoded after the stream audio before it (``LiveTuning.lead_ms``):
 the intake hands finals and likely finals their lead (never partials), within
 Whisper's window, and what the engine hears in the lead stays out of the final."""
 
@@ -23,6 +23,7 @@ from tests.workers.stream.test_session import (
 )
 from voxwire.workers.engine import EngineOptions, Segment, Word
 from voxwire.workers.engines.faster_whisper import FasterWhisperEngine
+from voxwire.workers.stream.config import LiveTuning
 from voxwire.workers.stream.endpointing import EndpointConfig
 from voxwire.workers.stream.intake import FinalWork, LikelyFinalWork, PartialWork, StreamIntake
 from voxwire.workers.stream.lead import WINDOW_MS, after_lead, lead_ms_for
@@ -118,10 +119,10 @@ def test_each_turn_is_one_final_with_its_own_words_only(
 ) -> None:
     audio, turns = conversation([0, 1, 0], tmp_path, gap_s=1.2)
     out: list[Message] = []
-    options = EngineOptions(lead_ms=lead_ms)
     session = OneStream(
-        "s1", engine, options, StreamConfig(), (), out.append, vad=SileroVad(), now=Clock()
-    )
+        "s1", engine, EngineOptions(), StreamConfig(), (), out.append, vad=SileroVad(),
+        now=Clock(), tuning=LiveTuning(lead_ms=lead_ms),
+    )  # fmt: skip
     feed(session, audio, Clock())
     finals = [m.segment for m in of_type(out, "final")]
     assert len(finals) == len(turns)

@@ -1,9 +1,12 @@
 """The scheduler over several sessions, without a bus: finals before partials,
-finals of several sessions in one engine call, and one commit path for both."""
+finals of several sessions in one engine call, two engines at once, and one
+commit path for all. Claims and commits run here, as on a worker's event
+loop; a decode held in an engine runs on a thread of its own."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.workers.stream.test_session import (
@@ -18,9 +21,10 @@ from tests.workers.stream.test_session import (
 from voxwire.audio.decoding import Audio
 from voxwire.core.errors import EngineError
 from voxwire.workers.engine import EngineOptions, Segment
-from voxwire.workers.stream.scheduler import LiveSession, Scheduler
-from voxwire.workers.stream.session import StreamConfig, StreamSession
+from voxwire.workers.stream.scheduler import Claim, Idle, Scheduler
+from voxwire.workers.stream.session import Decoded, StreamConfig, StreamSession
 from voxwire_client.messages import ErrorMessage, Message, SegmentMessage
+from voxwire_client.options import Endpointing
 
 
 class BatchScripted(ScriptedEngine):
@@ -38,67 +42,91 @@ class BatchScripted(ScriptedEngine):
         return [self.transcribe(clip, options) for clip in clips]
 
 
+Sessions = dict[str, StreamSession]
+Emitted = dict[str, list[Message]]
+
+
 def make_sessions(
     count: int,
     scheduler: Scheduler,
-    clock: Clock,
     *,
     speech: tuple[int, int],
     seconds: float,
     partial_interval_s: float = 0,
     ended: bool = True,
-) -> tuple[dict[str, LiveSession], dict[str, list[Message]]]:
+) -> tuple[Sessions, Emitted]:
     """``count`` sessions fed ``seconds`` of tone with ``speech`` (ms) voiced,
-    their work queued and not run, and the messages each emits."""
-    live: dict[str, LiveSession] = {}
-    emitted: dict[str, list[Message]] = {}
-    config = StreamConfig(partial_interval_s=partial_interval_s)
+    their work queued and not run, and a list for the messages of each."""
+    sessions: Sessions = {}
+    config = StreamConfig(endpointing=Endpointing(partial_interval_s=partial_interval_s))
     for n in range(count):
-        out = emitted[f"s{n}"] = []
         session = StreamSession(
-            f"s{n}", EngineOptions(), config, (), out.append,
-            vad=ScriptedVad([(*speech, 0.95)]), now=clock, on_queued=scheduler.queued,
+            f"s{n}", EngineOptions(), config, (),
+            vad=ScriptedVad([(*speech, 0.95)]), now=Clock(), on_queued=scheduler.queued,
         )  # fmt: skip
         for index, chunk in enumerate(chunks(tone(seconds))):
             session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
         if ended:
             session.end(seconds)
-        live[session.sid] = LiveSession(session, b"start", partition=0, ending=ended)
-    return live, emitted
+        sessions[session.sid] = session
+    return sessions, {sid: [] for sid in sessions}
 
 
-def sessions(
-    count: int, scheduler: Scheduler, clock: Clock
-) -> tuple[dict[str, LiveSession], dict[str, list[Message]]]:
-    """``count`` sessions that have all their speech queued at once (no
-    partials), and the messages each emits."""
-    return make_sessions(count, scheduler, clock, speech=(1000, 2000), seconds=4.0)
+def sessions_with_finals(count: int, scheduler: Scheduler) -> tuple[Sessions, Emitted]:
+    """``count`` sessions that have all their speech queued at once (no partials)."""
+    return make_sessions(count, scheduler, speech=(1000, 2000), seconds=4.0)
+
+
+def committed(scheduler: Scheduler, claim: Claim, decoded: list[Decoded], out: Emitted) -> None:
+    for session, returned in scheduler.commit(claim, decoded):
+        out[session.sid] += returned.messages
+
+
+def drain(scheduler: Scheduler, sessions: Mapping[str, StreamSession], out: Emitted) -> Idle:
+    """What a worker's engine loop does for slot 0: claim, decode, commit until
+    nothing is left for it, then finish the sessions that ended."""
+    while not isinstance(claim := scheduler.claim(sessions, 0), Idle):
+        committed(scheduler, claim, scheduler.decode(claim), out)
+    for session in sessions.values():
+        if session.ended and scheduler.idle(session):
+            out[session.sid] += session.finish().messages
+    return claim
 
 
 def test_the_finals_of_several_sessions_share_one_engine_call() -> None:
-    clock = Clock()
     engine = BatchScripted()
-    scheduler = Scheduler(engine, now=clock, batch_finals=8)
-    live, emitted = sessions(3, scheduler, clock)
-    drained = scheduler.drain(live)
-    assert sorted(drained.finished) == ["s0", "s1", "s2"] and drained.moved == []
+    scheduler = Scheduler(engine, now=Clock(), batch_finals=8)
+    sessions, out = sessions_with_finals(3, scheduler)
+    drain(scheduler, sessions, out)
     assert engine.batched == [3] and scheduler.batches == [3]
-    for sid, out in emitted.items():
-        (final,) = of_type(out, "final")
+    for sid, messages in out.items():
+        (final,) = of_type(messages, "final")
         assert final.segment.id == f"{sid}-0"
-        assert [m.type for m in out][-2:] == ["transcript", "progress"]
-        assert [m.seq for m in out] == list(range(2, 2 + len(out)))
+        assert [m.type for m in messages][-2:] == ["transcript", "progress"]
+        assert [m.seq for m in messages] == list(range(2, 2 + len(messages)))
 
 
 def test_an_engine_error_in_a_batch_costs_each_session_its_segment() -> None:
-    clock = Clock()
-    scheduler = Scheduler(BatchScripted(fail=True), now=clock, batch_finals=8)
-    live, emitted = sessions(2, scheduler, clock)
-    scheduler.drain(live)
-    for out in emitted.values():
-        errors = [m for m in out if isinstance(m, ErrorMessage)]
+    scheduler = Scheduler(BatchScripted(fail=True), now=Clock(), batch_finals=8)
+    sessions, out = sessions_with_finals(2, scheduler)
+    drain(scheduler, sessions, out)
+    for messages in out.values():
+        errors = [m for m in messages if isinstance(m, ErrorMessage)]
         assert [(e.code, e.fatal) for e in errors] == [("engine", False)]
-        assert of_type(out, "final") == [] and out[-1].type == "progress"
+        assert of_type(messages, "final") == [] and messages[-1].type == "progress"
+
+
+def test_progress_needs_no_engine_thread_and_a_final_does() -> None:
+    scheduler = Scheduler(ScriptedEngine(), now=Clock())
+    sessions, out = sessions_with_finals(1, scheduler)
+    kinds = []
+    while not isinstance(claim := scheduler.claim(sessions, 0), Idle):
+        kinds.append((type(claim.jobs[0].work).__name__, claim.needs_thread))
+        committed(scheduler, claim, scheduler.decode(claim), out)
+    assert kinds == [
+        ("ProgressWork", False), ("ProgressWork", False), ("FinalWork", True),
+        ("ProgressWork", False),
+    ]  # fmt: skip
 
 
 class GatedEngine(ScriptedEngine):
@@ -115,101 +143,103 @@ class GatedEngine(ScriptedEngine):
         return super().transcribe(audio, options, **kwargs)  # type: ignore[arg-type]
 
 
+def first_decode(scheduler: Scheduler, sessions: Sessions, slot: int, out: Emitted) -> Claim:
+    """Commit what needs no engine on ``slot``; the claim of the first item that does."""
+    while not isinstance(claim := scheduler.claim(sessions, slot), Idle):
+        if claim.needs_thread:
+            return claim
+        committed(scheduler, claim, scheduler.decode(claim), out)
+    raise AssertionError(f"nothing to decode for engine {slot}: {claim}")
+
+
 def test_two_engines_transcribe_two_sessions_finals_at_once() -> None:
-    """Finals decided together are not served one after the other: a second
-    engine takes the second session's final while the first is busy."""
-    clock = Clock()
+    """Finals decided together are not served one after the other: while the
+    first engine decodes one session's final, the second takes the other's,
+    and its final is committed (sent) first."""
     slow, fast = GatedEngine(), ScriptedEngine()
-    scheduler = Scheduler([slow, fast], now=clock)
-    live, emitted = sessions(2, scheduler, clock)
-    with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(scheduler.drain, live, 0)
+    scheduler = Scheduler([slow, fast], now=Clock())
+    sessions, out = sessions_with_finals(2, scheduler)
+    held = first_decode(scheduler, sessions, 0, out)
+    with ThreadPoolExecutor(1) as pool:
+        decoding = pool.submit(scheduler.decode, held)
         assert slow.started.wait(5)
-        second = scheduler.drain(live, 1)  # while the first engine is held
-        (busy,) = [sid for sid, out in emitted.items() if not of_type(out, "final")]
-        (done,) = second.finished
-        assert done != busy and len(of_type(emitted[done], "final")) == 1
+        other = first_decode(scheduler, sessions, 1, out)
+        busy, free = held.jobs[0].session.sid, other.jobs[0].session.sid
+        assert busy != free
+        committed(scheduler, other, scheduler.decode(other), out)
+        assert len(of_type(out[free], "final")) == 1 and not of_type(out[busy], "final")
         slow.gate.set()
-        assert first.result(10).finished == [busy]
-    for out in emitted.values():
-        assert [m.seq for m in out] == list(range(2, 2 + len(out)))
-        assert [m.type for m in out][-2:] == ["transcript", "progress"]
+        committed(scheduler, held, decoding.result(10), out)
+    drain(scheduler, sessions, out)
+    for messages in out.values():
+        assert [m.seq for m in messages] == list(range(2, 2 + len(messages)))
+        assert [m.type for m in messages][-2:] == ["transcript", "progress"]
 
 
-def partial_sessions(
-    count: int, scheduler: Scheduler, clock: Clock
-) -> tuple[dict[str, LiveSession], dict[str, list[Message]]]:
+def partial_sessions(count: int, scheduler: Scheduler) -> tuple[Sessions, Emitted]:
     """``count`` sessions that have spoken for 2.5 s and are still talking:
     each has a partial queued, no final."""
     return make_sessions(
-        count, scheduler, clock, speech=(0, 60_000), seconds=2.5, partial_interval_s=2.0,
-        ended=False,
-    )  # fmt: skip
+        count, scheduler, speech=(0, 60_000), seconds=2.5, partial_interval_s=2.0, ended=False
+    )
 
 
 def test_a_partial_never_takes_the_last_free_engine() -> None:
     """With two engines, one partial runs while the other engine stays free
-    for a final; the other session's partial waits (or is superseded)."""
-    clock = Clock()
-    first, second = GatedEngine(), ScriptedEngine()
-    scheduler = Scheduler([first, second], now=clock)
-    live, emitted = partial_sessions(2, scheduler, clock)
-    with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(scheduler.drain, live, 0)
-        assert first.started.wait(5)
-        scheduler.drain(live, 1)
-        assert second.calls == []  # the second partial did not take the free engine
-        first.gate.set()
-        running.result(10)
-    assert sum(len(of_type(out, "partial")) for out in emitted.values()) == 2
+    for a final; the other session's partial waits its turn."""
+    first, second = ScriptedEngine(), ScriptedEngine()
+    scheduler = Scheduler([first, second], now=Clock())
+    sessions, out = partial_sessions(2, scheduler)
+    running = first_decode(scheduler, sessions, 0, out)  # progress committed: a partial
+    assert type(running.jobs[0].work).__name__ == "PartialWork"
+    while not isinstance(claim := scheduler.claim(sessions, 1), Idle):
+        assert claim.jobs[0].options is None  # progress only, no partial
+        committed(scheduler, claim, scheduler.decode(claim), out)
+    assert claim is Idle.NOTHING
+    committed(scheduler, running, scheduler.decode(running), out)
+    drain(scheduler, sessions, out)
+    assert sum(len(of_type(messages, "partial")) for messages in out.values()) == 2
     assert len(second.calls) == 0 and len(first.calls) == 2
 
 
 def test_a_final_does_not_wait_for_its_own_sessions_partial() -> None:
     """While one engine transcribes a session's partial, the session's final
     goes to the free engine; the partial, finished after it, is not sent."""
-    clock = Clock()
-    held, free = GatedEngine(), ScriptedEngine()
-    scheduler = Scheduler([held, free], now=clock)
-    out: list[Message] = []
+    scheduler = Scheduler([ScriptedEngine(), ScriptedEngine()], now=Clock())
+    out: Emitted = {"f1": []}
     session = StreamSession(
-        "f1", EngineOptions(), StreamConfig(partial_interval_s=2.0), (), out.append,
-        vad=ScriptedVad([(0, 2600, 0.95)]), now=clock, on_queued=scheduler.queued,
+        "f1", EngineOptions(), StreamConfig(endpointing=Endpointing(partial_interval_s=2.0)),
+        (), vad=ScriptedVad([(0, 2600, 0.95)]), now=Clock(), on_queued=scheduler.queued,
     )  # fmt: skip
-    live = {"f1": LiveSession(session, b"start", partition=0)}
+    sessions = {"f1": session}
     pieces = chunks(tone(4.0))
     for index, chunk in enumerate(pieces[:25]):  # 2.5 s: a partial is due
         session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
-    with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(scheduler.drain, live, 0)
-        assert held.started.wait(5)  # the partial holds the first engine
-        for index, chunk in enumerate(pieces[25:], start=25):  # the pause: its final is due
-            session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
-        scheduler.drain(live, 1)
-        assert [m.type for m in out if isinstance(m, SegmentMessage)][-1] == "final"
-        held.gate.set()
-        running.result(10)
-    kinds = [m.type for m in out if isinstance(m, SegmentMessage)]
-    assert kinds.count("final") == 1 and kinds[-1] == "final"  # the stale partial was dropped
+    partial = first_decode(scheduler, sessions, 0, out)  # the partial holds the first engine
+    for index, chunk in enumerate(pieces[25:], start=25):  # the pause: its final is due
+        session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+    final = first_decode(scheduler, sessions, 1, out)
+    committed(scheduler, final, scheduler.decode(final), out)
+    assert [m.type for m in out["f1"] if isinstance(m, SegmentMessage)] == ["final"]
+    committed(scheduler, partial, scheduler.decode(partial), out)  # preempted, or late
+    kinds = [m.type for m in out["f1"] if isinstance(m, SegmentMessage)]
+    assert kinds == ["final"]  # the stale partial was dropped
     assert session.late_partials + session.preempted_partials == 1
 
 
 def test_a_lone_final_goes_to_the_wide_engine_and_finals_together_to_the_narrow_ones() -> None:
     """With a 2-thread engine beside two 1-thread ones on 2 cores, the only
     final waiting gets both cores; finals that come together get one each."""
-    clock = Clock()
     wide, one, two = ScriptedEngine(), ScriptedEngine(), ScriptedEngine()
-    scheduler = Scheduler([wide, one, two], now=clock, threads=[2, 1, 1], cores=2)
-    live, _ = sessions(1, scheduler, clock)
-    for record in live.values():
-        record.ending = False  # only the final is due, not the stream's end
-    assert scheduler.drain(live, 1).handed_off and one.calls == []  # left for the wide one
-    scheduler.drain(live, 0)
+    scheduler = Scheduler([wide, one, two], now=Clock(), threads=[2, 1, 1], cores=2)
+    lone, out = make_sessions(1, scheduler, speech=(1000, 2000), seconds=4.0, ended=False)
+    assert scheduler.claim(lone, 1) is Idle.HANDED_OFF and one.calls == []  # the wide one's
+    while not isinstance(claim := scheduler.claim(lone, 0), Idle):
+        committed(scheduler, claim, scheduler.decode(claim), out)
     assert len(wide.calls) == 1 and one.calls == []
-    clock2 = Clock()
-    live, _ = sessions(2, scheduler, clock2)
-    for record in live.values():
-        record.ending = False
-    assert scheduler.drain(live, 0).handed_off and len(wide.calls) == 1  # two: the narrow ones
-    assert scheduler.drain(live, 1).handed_off  # took one; the one left alone is the wide's
+    pair, out = make_sessions(2, scheduler, speech=(1000, 2000), seconds=4.0, ended=False)
+    assert scheduler.claim(pair, 0) is Idle.HANDED_OFF and len(wide.calls) == 1  # two: narrow
+    while not isinstance(claim := scheduler.claim(pair, 1), Idle):
+        committed(scheduler, claim, scheduler.decode(claim), out)
+    assert claim is Idle.HANDED_OFF  # took one; the one left alone is the wide's
     assert len(one.calls) == 1 and len(wide.calls) == 1

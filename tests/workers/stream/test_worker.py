@@ -14,15 +14,16 @@ import pytest
 from tests.workers.stream.test_session import CHUNK_MS, EnergyVad, ScriptedEngine, bursts, pcm
 from voxwire.bus import MemoryBus, Record, Subscription
 from voxwire.core.errors import BusError
-from voxwire.wire.records import ClientPublish, StreamStart
+from voxwire.wire.records import ClientPublish, PromptUpdate, StreamStart
 from voxwire.wire.topics import AUDIO_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import TextWindow, windows_of
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream.checkpoints import MemoryCheckpoints
 from voxwire.workers.stream.worker import StreamWorker
-from voxwire_client.api import RedactMode, StreamRequest
+from voxwire_client.api import PromptChange, PromptSpec, RedactMode, StreamRequest
 from voxwire_client.messages import (
     ErrorMessage,
+    MatchMessage,
     Message,
     ProgressMessage,
     SegmentMessage,
@@ -143,8 +144,9 @@ async def test_a_worker_that_cannot_deliver_ends_and_leaves_its_sessions_to_resu
     await asyncio.sleep(0.05)
     start = StreamStart(sid="br1", tenant_id="t1", request=StreamRequest())
     await bus.produce(AUDIO_TOPIC, "br1", start.encode())
-    with pytest.raises(BusError, match="results refused"):
+    with pytest.raises(BusError, match="results refused") as caught:
         await asyncio.wait_for(running, 10)
+    assert caught.value.sid == "br1"  # the session's error
     saved = await checkpoints.load("br1")
     assert saved is not None and not saved.done  # left for another worker, not closed
 
@@ -359,7 +361,7 @@ async def test_a_session_sending_faster_than_real_time_takes_turns_with_the_othe
 async def test_finals_of_several_sessions_share_one_engine_call() -> None:
     """With an engine that batches (faster-whisper), finals waiting in several
     sessions go through one call; each session still gets its own text."""
-    from tests.helpers import corpus_wer, joined_utterances
+    from evaluation.corpus import corpus_wer, joined_utterances
     from voxwire.workers.engines import create_engine
 
     engine = create_engine("faster-whisper", "tiny.en")
@@ -395,8 +397,8 @@ async def test_finals_of_several_sessions_share_one_engine_call() -> None:
 
 
 class SlowResults(MemoryBus):
-    """Sending a result takes a while (a busy Kafka): the engine thread holds a
-    session's emit lock while the event loop sends."""
+    """Sending a result takes a while (a busy Kafka): prompt changes come while
+    a session's results wait in its outbox."""
 
     async def produce(self, topic: str, key: str, value: bytes) -> None:
         if topic == RESULTS_TOPIC:
@@ -426,6 +428,31 @@ async def test_prompt_changes_while_results_are_being_sent_do_not_stall_the_stre
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     assert [m for m in out if m.type == "match"], "the prompts were applied"
+
+
+async def test_the_gateway_changes_prompts_with_a_prompt_update_record() -> None:
+    """A change through the HTTP API arrives as a typed record, applied as is."""
+    bus, out = OwnedBus(), []
+    engine = ScriptedEngine(lambda a: "the budget and the hiring plan")
+    worker = StreamWorker(bus, engine, EngineOptions(), vad_factory=EnergyVad)
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(_results(bus, out))]
+    await _until(lambda: bus.audio is not None)
+    start = StreamStart(sid="pu1", tenant_id="t1", request=StreamRequest())
+    await bus.produce(AUDIO_TOPIC, "pu1", start.encode())
+    change = PromptChange(add=(PromptSpec(id="plan", text="hiring plan"),))
+    await bus.produce(AUDIO_TOPIC, "pu1", PromptUpdate(sid="pu1", change=change).encode())
+    data = pcm(bursts())
+    size = CHUNK_MS * 32
+    for n, i in enumerate(range(0, len(data), size)):
+        await bus.produce(AUDIO_TOPIC, "pu1", published(f"audio/pu1/chunk/{n}", data[i : i + size]))
+    await bus.produce(AUDIO_TOPIC, "pu1", published("audio/pu1/control", b'{"type": "end"}'))
+    await _until(lambda: any(m.type == "transcript" for m in out))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    matches = [m for m in out if isinstance(m, MatchMessage)]
+    assert [m.prompt_id for m in matches] == ["plan"] * 3
+    assert [m.seq for m in out] == list(range(out[0].seq, out[0].seq + len(out)))
 
 
 async def test_a_stream_past_the_limit_is_refused_and_the_others_go_on() -> None:

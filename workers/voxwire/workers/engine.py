@@ -36,16 +36,6 @@ class EngineOptions:
     least the clip and 4 s more) instead of Whisper's 30 s, which costs less
     (:mod:`voxwire.workers.engines.windowed`); 0: the whole 30 s. A clip
     decoded with a ``vocabulary`` always has the whole 30 s."""
-    context_chars: int = 0
-    """Live streams: the decode of a final (and of a likely final) is given at
-    most this many characters of the stream's earlier finals as its prompt,
-    after ``initial_prompt`` (0: none). Engines ignore it; the stream session
-    applies it (:meth:`~voxwire.workers.stream.session.StreamSession.engine_options`)."""
-    lead_ms: int = 0
-    """Live streams: a final (and a likely final) is decoded after at most this
-    much of the stream audio before it, and keeps what was said after it (0:
-    alone). Engines ignore it; the stream's intake and scheduler apply it
-    (:mod:`voxwire.workers.stream.lead`)."""
     task: str = "transcribe"
     """``transcribe`` (the text in the language spoken) or ``translate`` (in
     English: Whisper's translate task; a multilingual model only). ``language``

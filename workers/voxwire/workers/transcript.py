@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
 
 from voxwire.core.errors import ConfigError, VoxwireError
-from voxwire.text.matching import Match, Prompt
+from voxwire.text.matching import Prompt
 from voxwire.text.redaction import NO_TAIL, Redactor, redactor
 from voxwire.text.standing_prompts import MAX_PROMPTS, StandingPrompts, prompt_of, spec_of
 from voxwire.wire.records import FIRST_WORKER_SEQ
@@ -38,6 +37,7 @@ from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     ErrorMessage,
     LatencyData,
+    MatchData,
     MatchMessage,
     Message,
     ProgressMessage,
@@ -328,10 +328,8 @@ class TranscriptBuilder:
             task=self.task,
         )
 
-    def _match(self, hit: Match) -> MatchMessage:
-        return MatchMessage(
-            sid=self.sid, seq=self._seq(), version=self.version, **asdict(hit)
-        )  # the same fields
+    def _match(self, hit: MatchData) -> MatchMessage:
+        return MatchMessage(sid=self.sid, seq=self._seq(), version=self.version, **hit.model_dump())
 
     def _seq(self) -> int:
         seq, self.next_seq = self.next_seq, self.next_seq + 1

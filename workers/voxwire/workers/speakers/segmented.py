@@ -24,7 +24,7 @@ the order they are first heard.
 
 On the eval recordings with RTTM files this took the DER from 46.2 % (Silero VAD
 and windows of the speech embedded by an older encoder, GE2E, one speaker at a
-time) to 27.3 % (``benchmarks/bench_diarization.py``; README, Speakers).
+time) to 27.3 % (``benchmarks/bench_diarization.py``; docs/benchmarks.md, Speakers).
 """
 
 from __future__ import annotations

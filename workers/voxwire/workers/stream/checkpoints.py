@@ -1,11 +1,13 @@
 """Where live streams stand, saved before each message they emit.
 
 A stream worker saves a :class:`StreamCheckpoint` for a session before it
-hands a message of that session to the bus (a write-ahead record): the
-session's start record, the message, and the :class:`Resume` point after it.
-A worker that takes the session over after a crash loads the checkpoint,
-emits the message again (the store and clients drop the repeat by ``seq``)
-and goes on from the resume point with the audio still in the Kafka log.
+hands the session's messages to the bus (a write-ahead record,
+:mod:`voxwire.workers.stream.outbox`): the session's start record, the first
+message, the others decided with it (``pending``) and the :class:`Resume`
+point after them. A worker that takes the session over after a crash loads
+the checkpoint, sends the message again and replays the pending ones (the
+store and clients drop repeats by ``seq``), and goes on from the resume point
+with the audio still in the Kafka log.
 
 :class:`RedisCheckpoints` keeps them in Redis (distributed mode), one key per
 session (``<prefix>:stream:<sid>``, expiring ``ttl_s`` after the last save);
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
@@ -25,7 +27,7 @@ from pydantic import TypeAdapter
 from redis.exceptions import RedisError
 
 from voxwire.core.errors import VoxwireError
-from voxwire.workers.stream.session import Resume
+from voxwire.workers.stream.session import Outbound, Resume
 from voxwire_client.api import PromptSpec
 from voxwire_client.messages import Message, SegmentData, encode_message, parse_message
 
@@ -49,6 +51,13 @@ class StreamCheckpoint:
     """The message saved with this checkpoint; maybe not yet on the bus."""
     done: bool = False
     """Every message of the session is on the bus: nothing to resume."""
+
+    @classmethod
+    def ahead_of(cls, start: bytes, out: Outbound) -> StreamCheckpoint:
+        """The checkpoint to save before ``out``'s messages go out: the first
+        as ``last`` (sent again by a successor), the others as ``pending``."""
+        first, *rest = out.messages
+        return cls(start, replace(out.resume, pending=tuple(rest)), first)
 
     def encode(self) -> bytes:
         r = self.resume

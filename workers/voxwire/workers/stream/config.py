@@ -2,31 +2,46 @@
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from voxwire.core.errors import ConfigError
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream.endpointing import EndpointConfig
 from voxwire_client.api import AudioCodec, RedactMode, StreamRequest
 from voxwire_client.messages import Task
+from voxwire_client.options import Endpointing
 
 _LANGUAGE = re.compile(r"auto|[a-z]{2,3}")
 
 
 @dataclass(frozen=True, slots=True)
-class StreamConfig:
-    """Per-session settings of a live stream. Override with ``dataclasses.replace``.
+class LiveTuning:
+    """How a worker decodes the finals of every live stream it holds (the platform's
+    ``live`` settings, the same for all its streams)."""
 
-    Raises :class:`voxwire.core.errors.ConfigError` for values out of range."""
+    context_chars: int = 0
+    """A final (and a likely final) is decoded with at most this many characters of
+    the stream's earlier finals as its prompt (0: none)."""
+    lead_ms: int = 0
+    """A final (and a likely final) is decoded after at most this much of the stream
+    audio before it, and keeps what was said after it (0: alone;
+    :mod:`voxwire.workers.stream.lead`)."""
+
+
+UNTUNED = LiveTuning()
+"""Finals decoded alone, without the stream's earlier text."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    """Per-session settings of a live stream, as the gateway resolved them. Override
+    with ``dataclasses.replace``.
+
+    Raises :class:`voxwire.core.errors.ConfigError` for a language that is no code."""
 
     language: str = "en"
-    min_silence_ms: int = 600
-    min_speech_ms: int = 250
-    partial_interval_s: float = 2.0
-    max_segment_s: float = 30.0
-    vad_threshold: float = 0.5
+    endpointing: Endpointing = field(default_factory=Endpointing)
     redact: RedactMode = RedactMode.OFF
     model: str | None = None
     """The model's name, written on every segment."""
@@ -46,12 +61,6 @@ class StreamConfig:
                 "such as 'en', or 'auto'",
                 hint="change language in the session configuration",
             )
-        if not (math.isfinite(self.vad_threshold) and 0.0 < self.vad_threshold < 1.0):
-            raise ConfigError(
-                f"stream setting vad_threshold={self.vad_threshold!r} must lie between 0 and 1",
-                hint="change vad_threshold in the session configuration",
-            )
-        self.endpointing  # noqa: B018 - validates the other settings
 
     def engine_options(self, options: EngineOptions) -> EngineOptions:
         """``options`` with the stream's language, vocabulary and task."""
@@ -60,18 +69,24 @@ class StreamConfig:
         )
 
     @property
-    def endpointing(self) -> EndpointConfig:
-        """The endpointer's settings (raises :class:`ConfigError` when out of range)."""
-        return EndpointConfig(
-            threshold=self.vad_threshold,
-            min_silence_ms=self.min_silence_ms,
-            min_speech_ms=self.min_speech_ms,
-            partial_interval_s=self.partial_interval_s,
-            max_segment_s=self.max_segment_s,
-        )
+    def endpointer(self) -> EndpointConfig:
+        """The endpointer's settings."""
+        return EndpointConfig.of(self.endpointing)
 
 
 def stream_config(request: StreamRequest) -> StreamConfig:
-    """The pipeline's settings for a stream as a client asked for it."""
-    settings = request.model_dump(exclude={"prompts", "redact"})
-    return StreamConfig(**settings, redact=request.redact or RedactMode.OFF)
+    """The pipeline's settings for a stream as a client asked for it (and the
+    gateway resolved: a language, a redaction)."""
+    bounds = request.diarize
+    return StreamConfig(
+        language=request.language or "en",
+        endpointing=request.endpointing,
+        redact=request.redact or RedactMode.OFF,
+        model=request.model,
+        codec=request.codec,
+        frame_ms=request.frame_ms,
+        diarize=bounds is not None,
+        max_speakers=bounds.max_speakers if bounds is not None else None,
+        vocabulary=request.vocabulary,
+        task=request.task,
+    )

@@ -67,6 +67,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from voxwire.core.errors import ConfigError
+from voxwire_client.options import PRE_ROLL_MS, Endpointing
+
+_SESSION = Endpointing()
+"""The defaults a session gets (declared once, in the contract)."""
 
 FinalReason = Literal["silence", "max_length", "end_of_stream"]
 
@@ -77,17 +81,26 @@ class EndpointConfig:
 
     Raises :class:`voxwire.core.errors.ConfigError` for values out of range."""
 
-    threshold: float = 0.5
+    threshold: float = _SESSION.vad_threshold
     hysteresis: float = 0.15
-    min_silence_ms: int = 600
-    min_speech_ms: int = 250
-    partial_interval_s: float = 2.0
-    max_segment_s: float = 30.0
-    pre_roll_ms: int = 200
+    min_silence_ms: int = _SESSION.min_silence_ms
+    min_speech_ms: int = _SESSION.min_speech_ms
+    partial_interval_s: float = _SESSION.partial_interval_s
+    max_segment_s: float = _SESSION.max_segment_s
+    pre_roll_ms: int = PRE_ROLL_MS
     post_roll_ms: int = 200
     frame_ms: int = 32
-    lead_ms: int = 0
-    """Audio its owner keeps before a final to decode it after (the endpointer ignores it)."""
+
+    @classmethod
+    def of(cls, session: Endpointing) -> EndpointConfig:
+        """The endpointer's settings for what a session asked for."""
+        return cls(
+            threshold=session.vad_threshold,
+            min_silence_ms=session.min_silence_ms,
+            min_speech_ms=session.min_speech_ms,
+            partial_interval_s=session.partial_interval_s,
+            max_segment_s=session.max_segment_s,
+        )
 
     def __post_init__(self) -> None:
         interval, longest = self.partial_interval_s, self.max_segment_s
@@ -99,7 +112,6 @@ class EndpointConfig:
             ("min_speech_ms", self.min_speech_ms >= 0, "not be negative"),
             ("pre_roll_ms", self.pre_roll_ms >= 0, "not be negative"),
             ("post_roll_ms", self.post_roll_ms >= 0, "not be negative"),
-            ("lead_ms", self.lead_ms >= 0, "not be negative"),
             ("partial_interval_s", math.isfinite(interval) and interval >= 0, "be 0 or positive"),
             (
                 "max_segment_s",

@@ -40,7 +40,7 @@ chunk and counts stream time on from ``origin_sample``.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -178,12 +178,12 @@ class StreamIntake:
         lead_ms: int = 0,
     ) -> None:
         self.sid = sid
-        endpointing = replace(endpointing, lead_ms=max(0, lead_ms))  # kept before a final
+        self._lead_ms = max(0, lead_ms)  # kept before a final
         self._vad = vad
         self._decoder = decoder or Pcm16Decoder()
         self._endpointer = Endpointer(endpointing, start_ms=origin_sample // SAMPLES_PER_MS)
         self._splitter = FrameSplitter(FRAME_SAMPLES, start_sample=origin_sample)
-        max_seconds = 2 * endpointing.max_segment_s + 10 + endpointing.lead_ms / 1000
+        max_seconds = 2 * endpointing.max_segment_s + 10 + self._lead_ms / 1000
         self._buffer = SegmentBuffer(max_seconds=max_seconds, start_sample=origin_sample)
         self._tail: Audio = np.empty(0, dtype=np.float32)  # samples not yet in a frame
         self.samples = origin_sample  # stream time at the end of the accepted audio
@@ -346,7 +346,7 @@ class StreamIntake:
         arrived = next((a.received_at for a in self._arrivals if a.end >= end_sample), decided_at)
         if isinstance(event, PartialDue):
             return PartialWork(start, end, audio, vad_mean, arrived, decided_at)
-        lead_ms = lead_ms_for(self._endpointer.config.lead_ms, end - start)
+        lead_ms = lead_ms_for(self._lead_ms, end - start)
         lead_from = max(start - lead_ms, self._buffer.start_ms)
         lead = self._buffer.slice(lead_from, start) if lead_from < start else _NO_AUDIO
         if isinstance(event, FinalLikely):
@@ -360,7 +360,7 @@ class StreamIntake:
     def _forget_old(self) -> None:
         """Drop what no later event can reach back to: memory stays bounded."""
         keep_ms = self._endpointer.retain_from_ms
-        self._buffer.discard_before(keep_ms - self._endpointer.config.lead_ms)
+        self._buffer.discard_before(keep_ms - self._lead_ms)
         while self._probabilities and self._probabilities[0][0] < keep_ms:
             self._probabilities.popleft()
         while len(self._arrivals) > 1 and self._arrivals[0].end < keep_ms * SAMPLES_PER_MS:

@@ -4,7 +4,7 @@ A file's 30 s window holds the turns before each one, and Whisper reads a turn
 better for them: on conversations of several voices with background noise,
 finals decoded alone lost about 5 points of WER against the same audio as a
 file (``benchmarks/bench_live_accuracy.py``). So the intake hands a final (and
-a likely final) up to ``EngineOptions.lead_ms`` of the audio before it (its
+a likely final) up to ``LiveTuning.lead_ms`` of the audio before it (its
 ``lead``, within the 30 s window: :func:`lead_ms_for`), the engine decodes lead
 and segment together, and :func:`after_lead` keeps what was said after the
 lead: the words whose middle lies in the segment, their times moved to the

@@ -1,13 +1,21 @@
 """The one place that runs the engines for live streams.
 
 :class:`Scheduler` takes work from :class:`~voxwire.workers.stream.session.StreamSession`
-queues, calls an engine where the work needs it, and commits the outcome
-through :meth:`StreamSession.commit <voxwire.workers.stream.session.StreamSession.commit>`
-(the one path that turns work into messages). It serves one session
-(:meth:`Scheduler.run_pending`, :meth:`Scheduler.finish`) or every live
-session of a worker (:meth:`Scheduler.drain`, over one :class:`LiveSession`
-record per session), with one thread per engine, each running one item at a
-time:
+queues and calls an engine where the work needs it; the session's
+:meth:`~voxwire.workers.stream.session.StreamSession.commit` (the one path that
+turns work into messages) returns what the item comes to, and the caller sends
+it. Each engine runs one item at a time, in three steps:
+
+- :meth:`Scheduler.claim` (on the thread that owns the sessions: a worker's
+  event loop) takes the most urgent item for an engine, with the options to
+  decode it;
+- :meth:`Scheduler.decode` (on the engine's thread) runs the engine call and
+  finds a diarized final's speakers; it changes nothing else of the session;
+- :meth:`Scheduler.commit` (on the sessions' thread again) commits the item
+  and returns what each session decided, in the order to send it.
+
+:meth:`Scheduler.run_pending` and :meth:`Scheduler.finish` do the three in a
+row for one session. Which item an engine takes:
 
 - the most urgent kind first (progress, finals, likely finals, partials:
   :data:`~voxwire.workers.stream.queue.RANK`); within a kind, the session
@@ -25,40 +33,23 @@ time:
 - with ``batch_finals`` above 1 and engines that can
   (:class:`~voxwire.workers.engine.BatchEngine`), the finals waiting in
   several sessions (same engine options) share one engine call.
-
-Errors the ingestion thread found (:meth:`Scheduler.report`) are emitted on
-an engine's thread, since emitting waits on the bus.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from enum import Enum
 from typing import cast
 
-from voxwire.bus import Record
-from voxwire.core.errors import BusError, VoxwireError
 from voxwire.core.metrics import STREAM_ENGINE_CALLS, STREAM_ENGINE_SECONDS, STREAM_PARTIALS
-from voxwire.workers.engine import (
-    BatchEngine,
-    Engine,
-    EngineOptions,
-    Segment,
-    TranscriptionAborted,
-)
-from voxwire.workers.stream.archive import AudioParts
-from voxwire.workers.stream.checkpoints import CheckpointError
+from voxwire.workers.engine import BatchEngine, Engine, EngineOptions, TranscriptionAborted
 from voxwire.workers.stream.intake import FinalWork, LikelyFinalWork, PartialWork
 from voxwire.workers.stream.lead import transcribe_after
 from voxwire.workers.stream.queue import RANK, Work
-from voxwire.workers.stream.session import Outcome, StreamSession
-
-log = logging.getLogger(__name__)
+from voxwire.workers.stream.session import Decoded, Outbound, Outcome, StreamSession
 
 _IDLE = 99  # the running rank when nothing runs
 _FINAL_RANK = RANK[FinalWork]  # finals only: those of several sessions can share an engine call
@@ -80,42 +71,43 @@ def _count(work: PartialWork | FinalWork, outcome: object, seconds: float) -> No
         STREAM_PARTIALS.labels("preempted" if aborted else "transcribed").inc()
 
 
-class SessionMoved(Exception):
-    """The session's partition went to another worker: emit nothing more."""
+class Idle(Enum):
+    """Why :meth:`Scheduler.claim` gave an engine nothing."""
+
+    NOTHING = "nothing"
+    """Nothing waits that the engine may take now."""
+    HANDED_OFF = "handed off"
+    """Work waits that another engine should take (wake the others)."""
 
 
-@dataclass(eq=False)
-class LiveSession:
-    """What a worker keeps of one live session."""
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One item an engine took: a session's work and how to decode it."""
 
     session: StreamSession
-    start: bytes
-    """The session's start record, saved with each checkpoint."""
-    partition: int
-    """The audio partition the session's records come from."""
-    held: list[tuple[int, Record]] = field(default_factory=list)
-    """Records not committed yet, with the chunk each is held for (the start: -1)."""
-    settled: int | None = None
-    """The resume chunk of the last checkpoint saved: records before it are free."""
-    served: float = 0.0
-    """When the scheduler last began an item of the session."""
-    ending: bool = False
-    """The end arrived: later records are ignored, the transcript is due."""
-    archive: AudioParts | None = None
-    """The session's audio not written to the archive yet (None: not archived)."""
+    work: Work
+    options: EngineOptions | None
+    """The engine options to decode it with (None: it needs no engine)."""
+
+    @property
+    def needs_thread(self) -> bool:
+        """Whether decoding it takes time: an engine call, or a diarized final's speakers."""
+        final = isinstance(self.work, FinalWork)
+        return self.options is not None or (final and self.session.diarized)
 
 
-@dataclass
-class Drained:
-    """Sessions a :meth:`Scheduler.drain` left: finished, or moved to another worker."""
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What engine ``slot`` took: one item, or the finals of several sessions for one call."""
 
-    finished: list[str] = field(default_factory=list)
-    moved: list[str] = field(default_factory=list)
-    handed_off: bool = False
-    """Work was left for the other engines (wake them)."""
+    slot: int
+    jobs: tuple[Job, ...]
 
-    def settled(self, sid: str) -> bool:
-        return sid in self.finished or sid in self.moved
+    @property
+    def needs_thread(self) -> bool:
+        """Whether :meth:`Scheduler.decode` should run on the engine's thread
+        (else it is done at once: nothing to decode)."""
+        return any(job.needs_thread for job in self.jobs)
 
 
 @dataclass(eq=False)
@@ -145,7 +137,7 @@ class Scheduler:
         threads: Sequence[int] = (),
         cores: int = 0,
     ) -> None:
-        """``engines``: one per thread that calls :meth:`drain` at once.
+        """``engines``: one per engine thread (``slot`` is an index into them).
         ``preempted`` replaces the scheduler's own preemption signal (polled
         while a partial is transcribed: True drops the partial).
 
@@ -171,12 +163,9 @@ class Scheduler:
         self._batch = batch_finals if batching else 1
         self.batches: list[int] = []  # the size of each batched call, for tests and benchmarks
         self._preempted = preempted
-        self._lock = threading.Lock()  # the claims and the slots' ranks
+        self._lock = threading.Lock()  # claims and ranks: queued() may come from another thread
         self._claimed: set[str] = set()  # sessions an engine serves now (partials: see the slots)
-        self._settled: set[str] = set()  # sessions a drain reported finished or moved
-        self._reporting: Counter[str] = Counter()  # sessions whose errors are being emitted
-        self._errors: list[tuple[StreamSession, VoxwireError, bool]] = []
-        self._errors_lock = threading.Lock()
+        self._served: dict[str, float] = {}  # when each session last had an item taken
 
     @property
     def engines(self) -> int:
@@ -197,38 +186,165 @@ class Scheduler:
             elif running and all(slot.rank != _IDLE for slot in self._slots):
                 running[0].preempt.set()
 
-    def report(self, session: StreamSession, exc: VoxwireError, *, fatal: bool = False) -> None:
-        """An error found while ingesting (any thread), emitted by the next drain;
-        a fatal one closes the session."""
-        with self._errors_lock:
-            self._errors.append((session, exc, fatal))
+    def forget(self, sid: str) -> None:
+        """Session ``sid`` is gone (done, or moved to another worker)."""
+        with self._lock:
+            self._served.pop(sid, None)
+
+    # --- the three steps ------------------------------------------------------------------------
+
+    def claim(self, sessions: Mapping[str, StreamSession], slot: int = 0) -> Claim | Idle:
+        """Take the most urgent item of ``sessions`` for engine ``slot``, with
+        the waiting finals of other sessions that can share its engine call. The
+        items stay in flight (and their sessions claimed) until :meth:`commit`."""
+        with self._lock:
+            taken = self._take(sessions, slot)
+            if isinstance(taken, Idle):
+                return taken
+            session, work = taken
+            needs = session.needs_engine(work)
+            first = Job(session, work, self._options(session, work, slot) if needs else None)
+            jobs = [first]
+            if type(work) is FinalWork and first.options is not None and self._batch > 1:
+                jobs += self._more_finals(sessions, work, first.options, slot)
+            return Claim(slot, tuple(jobs))
+
+    def decode(self, claim: Claim) -> list[Decoded]:
+        """What the engine makes of each item of ``claim``, in order (on the
+        engine's thread). It reads the sessions' work, and changes nothing of
+        them but a diarized final's speakers
+        (:meth:`~voxwire.workers.stream.session.StreamSession.speakers_of`)."""
+        started = self._now()
+        if len(claim.jobs) > 1:
+            outcomes = self._transcribe_batch(claim)
+        else:
+            outcomes = [self._transcribe(claim.jobs[0], claim.slot)]
+        finished = self._now()
+        return [
+            self._decoded(job, outcome, started, finished)
+            for job, outcome in zip(claim.jobs, outcomes, strict=True)
+        ]
+
+    def commit(
+        self, claim: Claim, decoded: Sequence[Decoded]
+    ) -> list[tuple[StreamSession, Outbound]]:
+        """Commit each item of ``claim`` as ``decoded`` and release them: what
+        each session decided, to send in this order."""
+        try:
+            return [
+                (job.session, job.session.commit(job.work, one))
+                for job, one in zip(claim.jobs, decoded, strict=True)
+            ]
+        finally:
+            self._release(claim)
+
+    def idle(self, session: StreamSession) -> bool:
+        """Whether ``session`` has no work queued and none in an engine."""
+        with self._lock:
+            busy = session.sid in self._claimed or session.sid in self._partial_sids()
+        return not busy and session.next_rank() is None
 
     # --- one session ----------------------------------------------------------------------------
 
-    def run_next(self, session: StreamSession, slot: int = 0) -> bool:
-        """Run the session's next item on engine ``slot``; False when none is queued."""
-        work = session.take()
-        if work is None:
-            return False
-        self._run(session, work, slot)
-        return True
+    def run_next(self, session: StreamSession, slot: int = 0) -> Outbound | None:
+        """Run the session's next item on engine ``slot``: what it comes to;
+        None when none is queued."""
+        claim = self.claim({session.sid: session}, slot)
+        if isinstance(claim, Idle):
+            return None
+        ((_, out),) = self.commit(claim, self.decode(claim))
+        return out
 
-    def _run(self, session: StreamSession, work: Work, slot: int) -> None:
-        """Run taken ``work`` of ``session`` on engine ``slot`` and commit it."""
-        started = self._now()
-        outcome: Outcome = None
-        if session.needs_engine(work):
-            assert isinstance(work, PartialWork | FinalWork)
-            abort = None
-            if isinstance(work, PartialWork):
-                abort = self._preempted or self._slots[slot].preempt.is_set
-            try:
-                engine, options = self._slots[slot].engine, self._options(session, work, slot)
-                outcome = transcribe_after(engine, work.lead, work.audio, options, abort)
-            except Exception as exc:
-                outcome = exc
-            _count(work, outcome, self._now() - started)
-        session.commit(work, outcome, started)
+    def run_pending(self, session: StreamSession, slot: int = 0) -> list[Outbound]:
+        """Run the session's queued work in order, until the queue is empty
+        (work queued meanwhile included): what each item came to."""
+        done: list[Outbound] = []
+        while (out := self.run_next(session, slot)) is not None:
+            done.append(out)
+        return done
+
+    def finish(self, session: StreamSession, slot: int = 0) -> list[Outbound]:
+        """After the session's end: run what is left, then its transcript and
+        ``completed`` (nothing after a fatal error). Once only."""
+        done = self.run_pending(session, slot) if session.ended else []
+        return [*done, session.finish()]
+
+    # --- inside ---------------------------------------------------------------------------------
+
+    def _take(
+        self, sessions: Mapping[str, StreamSession], slot: int
+    ) -> tuple[StreamSession, Work] | Idle:
+        """The most urgent item of a session that may take one now, taken for
+        ``slot`` (under the lock)."""
+        me = self._slots[slot]
+        me.rank = _IDLE
+        running = [s for s in self._slots if s.rank != _IDLE]
+        if self._cores and sum(s.threads for s in running) + me.threads > self._cores:
+            return Idle.NOTHING  # those running finish first, and claim on
+        narrow = len(self._slots) - (self._wide is not None)
+        partials = sum(1 for s in running if s.rank == _PARTIAL_RANK)
+        partial_ok = me is not self._wide and (narrow == 1 or partials + 1 < narrow)
+        in_partials = self._partial_sids()
+        ranked = []
+        for sid, session in sessions.items():
+            if sid in self._claimed or (rank := session.next_rank()) is None:
+                continue
+            if rank[0] == _PARTIAL_RANK and (not partial_ok or sid in in_partials):
+                continue
+            ranked.append((rank[0], self._served.get(sid, 0.0), rank[1], sid))
+        if self._wide is not None and ranked:
+            solo = not running and len(ranked) == 1 and ranked[0][0] != _PARTIAL_RANK
+            if solo != (me is self._wide):  # the wide engine alone, else the narrow ones
+                return Idle.HANDED_OFF
+        for _, _, _, sid in sorted(ranked):
+            work = sessions[sid].take()
+            if work is None:  # closed meanwhile
+                continue
+            me.rank, me.sid = RANK[type(work)], sid
+            me.preempt.clear()
+            if me.rank != _PARTIAL_RANK:
+                self._claimed.add(sid)
+            self._served[sid] = self._now()
+            return sessions[sid], work
+        return Idle.NOTHING
+
+    def _more_finals(
+        self,
+        sessions: Mapping[str, StreamSession],
+        work: FinalWork,
+        options: EngineOptions,
+        slot: int,
+    ) -> list[Job]:
+        """The waiting finals of sessions no engine serves (most urgent first)
+        that share ``work``'s engine options, taken (under the lock)."""
+        busy = self._claimed | self._partial_sids()
+        others = sorted(
+            (rank, self._served.get(sid, 0.0), sid)
+            for sid, session in sessions.items()
+            if sid not in busy and (rank := session.next_rank()) is not None
+            and rank[0] == _FINAL_RANK
+            and self._options(session, work, slot) == options
+        )[: self._batch - 1]  # fmt: skip
+        jobs = []
+        for *_, sid in others:
+            final = sessions[sid].take_final()
+            if final is not None:
+                self._claimed.add(sid)
+                self._served[sid] = self._now()
+                jobs.append(Job(sessions[sid], final, options))
+        return jobs
+
+    def _partial_sids(self) -> set[str]:
+        """The sessions whose partial an engine transcribes now (under the lock)."""
+        return {s.sid for s in self._slots if s.rank == _PARTIAL_RANK}
+
+    def _release(self, claim: Claim) -> None:
+        """Engine ``claim.slot`` is done with the claim's sessions."""
+        with self._lock:
+            me = self._slots[claim.slot]
+            if me.rank != _PARTIAL_RANK:
+                self._claimed.difference_update(job.session.sid for job in claim.jobs)
+            me.rank = _IDLE
 
     def _options(self, session: StreamSession, work: Work, slot: int) -> EngineOptions:
         """The session's engine options for ``work`` on ``slot``'s threads
@@ -236,230 +352,46 @@ class Scheduler:
         threads, options = self._slots[slot].threads, session.engine_options(work)
         return replace(options, threads=threads) if threads else options
 
-    def run_pending(self, session: StreamSession, slot: int = 0) -> int:
-        """Run the session's queued work in order, until the queue is empty
-        (work queued meanwhile included). Returns how many items were done."""
-        done = 0
-        while self.run_next(session, slot):
-            done += 1
-        return done
-
-    def finish(self, session: StreamSession, slot: int = 0) -> None:
-        """After the session's end: run what is left, then emit its transcript
-        and ``completed`` (nothing after a fatal error). Once only."""
-        if session.ended:
-            self.run_pending(session, slot)
-        session.finish()
-
-    # --- every session of a worker --------------------------------------------------------------
-
-    def drain(self, live: Mapping[str, LiveSession], slot: int = 0) -> Drained:
-        """Run what the sessions have queued on engine ``slot``, the most urgent
-        item of any session first; finish the sessions whose end came. Each
-        engine's thread calls this at once. A session is served by one engine
-        at a time, except that its final (or likely final, or progress) does
-        not wait for its partial: another engine takes it, and the partial,
-        stale by then, is dropped. A partial never takes the last engine that
-        is free (with one engine, finals preempt it instead). A session whose
-        ``emit`` raises :class:`SessionMoved` is left alone from then on."""
-        out = Drained()
-        self._report_errors(out)
-        with self._lock:
-            self._settled &= live.keys()
-        # a copy each time: the event loop may open and forget sessions meanwhile
-        while (claimed := self._claim(records := dict(live), slot, out)) is not None:
-            sid, work = claimed
-            session = records[sid].session
-            try:
-                final = type(work) is FinalWork and session.needs_engine(work)
-                if final and self._batch > 1:
-                    assert isinstance(work, FinalWork)
-                    self._run_finals(records, sid, work, slot, out)
-                else:
-                    self._guarded(session, out, partial(self._run, session, work, slot))
-            finally:
-                self._release(slot, sid)
-        self._report_errors(out)  # those found before the ends just seen come first
-        for record in dict(live).values():
-            session = record.session
-            if record.ending and self._claim_end(session.sid):
-                try:
-                    step = partial(self.finish, session, slot)
-                    if self._guarded(session, out, step, finish=True):
-                        out.finished.append(session.sid)
-                finally:
-                    self._release(slot, session.sid)
-        with self._lock:
-            self._settled.update(out.finished, out.moved)
-        return out
-
-    def _claim(
-        self, records: Mapping[str, LiveSession], slot: int, out: Drained
-    ) -> tuple[str, Work] | None:
-        """The most urgent item of a session that may take one now, taken for
-        ``slot``; None when none waits, or none that ``slot`` should take
-        (``out.handed_off`` then)."""
-        with self._lock:
-            me = self._slots[slot]
-            me.rank = _IDLE
-            running = [s for s in self._slots if s.rank != _IDLE]
-            if self._cores and sum(s.threads for s in running) + me.threads > self._cores:
-                return None  # those running finish first, and claim on
-            narrow = len(self._slots) - (self._wide is not None)
-            partials = sum(1 for s in running if s.rank == _PARTIAL_RANK)
-            partial_ok = me is not self._wide and (narrow == 1 or partials + 1 < narrow)
-            ranked = []
-            for sid, record in records.items():
-                if sid in self._claimed or sid in self._settled:
-                    continue
-                rank = record.session.next_rank()
-                if rank is None:
-                    continue
-                if rank[0] == _PARTIAL_RANK and (not partial_ok or sid in self._partial_sids()):
-                    continue
-                ranked.append((rank[0], record.served, rank[1], sid))
-            if self._wide is not None and ranked:
-                solo = not running and len(ranked) == 1 and ranked[0][0] != _PARTIAL_RANK
-                if solo != (me is self._wide):  # the wide engine alone, else the narrow ones
-                    out.handed_off = True
-                    return None
-            for _, _, _, sid in sorted(ranked):
-                work = records[sid].session.take()
-                if work is None:  # closed meanwhile
-                    continue
-                me.rank, me.sid = RANK[type(work)], sid
-                me.preempt.clear()
-                if me.rank != _PARTIAL_RANK:
-                    self._claimed.add(sid)
-                records[sid].served = self._now()
-                return sid, work
+    def _transcribe(self, job: Job, slot: int) -> Outcome:
+        """One item's engine call: its segments or its error (None: no call)."""
+        work = job.work
+        if job.options is None:
             return None
-
-    def _partial_sids(self) -> set[str]:
-        """The sessions whose partial an engine transcribes now (under the lock)."""
-        return {s.sid for s in self._slots if s.rank == _PARTIAL_RANK}
-
-    def _claim_end(self, sid: str) -> bool:
-        """Claim an ending session for its finish; False when an engine serves it."""
-        with self._lock:
-            if sid in self._claimed or sid in self._partial_sids() or sid in self._settled:
-                return False
-            if sid in self._reporting:
-                return False
-            self._claimed.add(sid)
-            return True
-
-    def _release(self, slot: int, sid: str) -> None:
-        """``slot`` is done with ``sid``."""
-        with self._lock:
-            me = self._slots[slot]
-            if me.rank != _PARTIAL_RANK:
-                self._claimed.discard(sid)
-            me.rank = _IDLE
-
-    def _run_finals(
-        self,
-        records: Mapping[str, LiveSession],
-        first: str,
-        work: FinalWork,
-        slot: int,
-        out: Drained,
-    ) -> None:
-        """Transcribe ``first``'s final ``work`` and the waiting finals of
-        sessions no engine serves (most urgent first) in one engine call,
-        those with the first one's options."""
-        options = self._options(records[first].session, work, slot)
-        with self._lock:
-            busy = self._claimed | self._partial_sids() | self._settled
-            others = sorted(
-                (rank, record.served, sid)
-                for sid, record in records.items()
-                if sid not in busy and (rank := record.session.next_rank()) is not None
-                and rank[0] == _FINAL_RANK
-                and self._options(record.session, work, slot) == options
-            )[: self._batch - 1]  # fmt: skip
-            self._claimed.update(sid for _, _, sid in others)
+        assert isinstance(work, PartialWork | FinalWork)
+        abort = None
+        if isinstance(work, PartialWork):
+            abort = self._preempted or self._slots[slot].preempt.is_set
+        started = self._now()
+        outcome: Outcome
         try:
-            taken = [(records[first].session, work, self._now())]
-            for *_, sid in others:
-                other = records[sid].session.take_final()
-                if other is not None:
-                    taken.append((records[sid].session, other, self._now()))
-                    records[sid].served = self._now()
-            self._run_batch(taken, options, slot, out)
-        finally:
-            with self._lock:
-                self._claimed.difference_update(sid for _, _, sid in others)
-
-    def _run_batch(
-        self,
-        taken: list[tuple[StreamSession, FinalWork, float]],
-        options: EngineOptions,
-        slot: int,
-        out: Drained,
-    ) -> None:
-        engine = self._slots[slot].engine
-        outcomes: list[list[Segment]] | Exception
-        try:
-            if len(taken) == 1:  # alone: as run_next would
-                outcomes = [transcribe_after(engine, taken[0][1].lead, taken[0][1].audio, options)]
-            else:
-                outcomes = cast(BatchEngine, engine).transcribe_batch(
-                    [w.audio for _, w, _ in taken], options
-                )
-                self.batches.append(len(taken))
+            engine = self._slots[slot].engine
+            outcome = transcribe_after(engine, work.lead, work.audio, job.options, abort)
         except Exception as exc:
-            outcomes = exc
-        STREAM_ENGINE_SECONDS.labels("final").inc(self._now() - taken[0][2])
+            outcome = exc
+        _count(work, outcome, self._now() - started)
+        return outcome
+
+    def _transcribe_batch(self, claim: Claim) -> list[Outcome]:
+        """The claim's finals in one engine call; its error is each one's outcome."""
+        options = claim.jobs[0].options
+        assert options is not None
+        clips = [cast(FinalWork, job.work).audio for job in claim.jobs]
+        started = self._now()
+        outcomes: list[Outcome]
+        try:
+            engine = cast(BatchEngine, self._slots[claim.slot].engine)
+            outcomes = [*engine.transcribe_batch(clips, options)]
+            self.batches.append(len(clips))
+        except Exception as exc:
+            outcomes = [exc] * len(clips)
+        STREAM_ENGINE_SECONDS.labels("final").inc(self._now() - started)
         STREAM_ENGINE_CALLS.labels("final").inc()
-        for i, (session, work, started) in enumerate(taken):
-            outcome = outcomes if isinstance(outcomes, Exception) else outcomes[i]
-            self._guarded(session, out, partial(session.commit, work, outcome, started))
+        return outcomes
 
-    def _guarded(
-        self,
-        session: StreamSession,
-        out: Drained,
-        step: Callable[[], object],
-        *,
-        finish: bool = False,
-    ) -> bool:
-        """Run ``step`` of ``session``; False when the session moved or failed
-        (noted in ``out``). A failure to deliver ends the worker: the session is
-        fine, another worker resumes it."""
+    def _decoded(self, job: Job, outcome: Outcome, started: float, finished: float) -> Decoded:
+        """``outcome`` as the commit takes it, a diarized final's speakers found here."""
         try:
-            step()
-        except SessionMoved:
-            out.moved.append(session.sid)
-            with self._lock:
-                self._settled.add(session.sid)
-            return False
-        except (BusError, CheckpointError):
-            raise
-        except Exception:
-            log.exception("stream %s failed", session.sid)
-            if not finish:
-                out.finished.append(session.sid)
-                with self._lock:
-                    self._settled.add(session.sid)
-                return False
-        return True
-
-    def _report_errors(self, out: Drained) -> None:
-        """Emit the errors ingestion found; no session is finished before its
-        errors are out."""
-        with self._lock:
-            with self._errors_lock:
-                errors, self._errors = self._errors, []
-            sids = [session.sid for session, _, _ in errors]
-            self._reporting.update(sids)
-        try:
-            for session, exc, fatal in errors:
-                try:
-                    session.error(exc, fatal=fatal)
-                except SessionMoved:
-                    out.moved.append(session.sid)
-        finally:
-            with self._lock:
-                self._reporting.subtract(sids)
-                self._reporting = +self._reporting
+            speakers = job.session.speakers_of(job.work, outcome)
+        except Exception as exc:  # a bug: the session ends with an error
+            return Decoded(exc, started, finished)
+        return Decoded(outcome, started, finished, speakers)

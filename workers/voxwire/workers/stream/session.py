@@ -5,10 +5,13 @@ the one path that turns the engine's output into the stream's messages.
 chunks -> work items) and :class:`~voxwire.workers.transcript.TranscriptBuilder` (text ->
 messages). It never calls the engine: a :class:`~voxwire.workers.stream.scheduler.Scheduler` takes
 its work (:meth:`StreamSession.take`, :meth:`StreamSession.take_final`), runs the engine where
-:meth:`StreamSession.needs_engine` says so, and hands the outcome to :meth:`StreamSession.commit`,
-which hands the messages to ``emit`` (a worker's ``emit`` saves a checkpoint and waits for the
-bus). It reads no clock of its own: arrival times come with the audio, and the ``now`` callable the
-caller injects (on the same clock, in seconds, e.g. ``time.monotonic``) times the queue.
+:meth:`StreamSession.needs_engine` says so, and hands what it made of the item
+(:class:`Decoded`) to :meth:`StreamSession.commit`. It sends nothing: committing an item (and
+:meth:`StreamSession.finish`, :meth:`StreamSession.error`) returns the messages decided and the
+resume point after them (:class:`Outbound`), and the caller saves the checkpoint and sends them
+(a worker's :class:`~voxwire.workers.stream.outbox.Outbox`). It reads no clock of its own:
+arrival times come with the audio, and the ``now`` callable the caller injects (on the same
+clock, in seconds, e.g. ``time.monotonic``) times the queue.
 
 What each item becomes:
 
@@ -28,27 +31,27 @@ What each item becomes:
   progress message (``speech`` and ``lag_ms`` set), as does creation;
 - :class:`ReplayWork` -> the messages decided before the stream was resumed here.
 
-``seq`` is strictly increasing across everything the session emits, from
-``first_seq``; the same chunks, engine output and order of work give the same
-``seq`` values. An engine error costs one segment (a non-fatal error message);
-an unexpected exception ends the session (a fatal one).
+``seq`` is strictly increasing across everything the session returns, in the
+order it returns it, from ``first_seq``; the same chunks, engine output and
+order of work give the same ``seq`` values. An engine error costs one segment
+(a non-fatal error message); an unexpected exception ends the session (a fatal
+one).
 
 Latency. Every segment message carries :class:`~voxwire_client.messages.LatencyData`,
 from the end of the segment's audio to the message: ``vad_ms`` (the end of the audio
 arrived -> the endpointer decided; for a final, mostly the ``min_silence_ms``
 wait), ``queue_ms`` (decided -> the engine started) and ``transcribe_ms``.
 
-Threads. Call :meth:`~StreamSession.push`, :meth:`~StreamSession.end` and
-:meth:`~StreamSession.change_prompts` from one thread (ingestion), the taking,
-committing and :meth:`~StreamSession.finish` from one thread (the scheduler's, may be
-another); :meth:`~StreamSession.error` and :meth:`~StreamSession.lag_ms` from any. The
-queue has its own lock; every message is numbered and emitted under the emit lock.
+Threads. Call :meth:`~StreamSession.push` and :meth:`~StreamSession.end` from one
+thread (ingestion), everything else from one thread (committing; a worker's event
+loop runs both), except :meth:`~StreamSession.speakers_of`, for an engine's thread
+while it holds a final, and :meth:`~StreamSession.lag_ms`, from any. The queue has its
+own lock; nothing else is shared, and nothing waits on I/O.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -61,8 +64,9 @@ from voxwire.text.matching import Prompt
 from voxwire.text.standing_prompts import check_speakers
 from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
-from voxwire.workers.files.job import Emit
+from voxwire.workers.speakers.files import Piece
 from voxwire.workers.speakers.live import SpeakerState, StreamSpeakers
+from voxwire.workers.stream.config import UNTUNED, LiveTuning
 from voxwire.workers.stream.config import StreamConfig as StreamConfig
 from voxwire.workers.stream.config import stream_config as stream_config
 from voxwire.workers.stream.intake import (
@@ -92,7 +96,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Resume:
-    """Where a stream stands after a message it emitted: what another worker
+    """Where a stream stands after messages it returned: what another worker
     needs to go on from there without repeating or losing a final (see
     :mod:`voxwire.workers.stream.worker`). The audio before the point is
     settled: finals cover it, or it held no words."""
@@ -107,7 +111,7 @@ class Resume:
     """The stream time of the point, in samples."""
     pending: tuple[Message, ...] = ()
     """Messages decided with the last one (a final's matches, the completion),
-    seq already given: emitted first on resuming."""
+    seq already given: sent first on resuming."""
     finished: bool = False
     """The transcript was emitted: nothing more but ``pending``."""
     prompts: tuple[PromptSpec, ...] | None = None
@@ -119,9 +123,39 @@ Outcome = list[Segment] | BaseException | None
 """What the engine made of an item: its segments, the exception it raised, or
 None when the item needed no engine."""
 
+Speakers = tuple[tuple[Piece, ...], SpeakerState]
+"""A final's pieces, one speaker each, and the speakers' state after them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What an engine's thread made of a taken item, for :meth:`StreamSession.commit`."""
+
+    outcome: Outcome
+    started: float
+    """When the engine began on it (the end of its wait in the queue)."""
+    finished: float | None = None
+    """When the engine was done (None: no engine ran)."""
+    speakers: Speakers | None = None
+    """A diarized final's speakers, found on the engine's thread
+    (:meth:`StreamSession.speakers_of`); None: the commit finds them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """Messages a session decided together (their seqs given, to send in this
+    order) and where the stream stands after them. The caller saves the
+    checkpoint before it sends the first: that message as the checkpoint's
+    last, the others as its pending
+    (:meth:`~voxwire.workers.stream.checkpoints.StreamCheckpoint.ahead_of`)."""
+
+    messages: tuple[Message, ...]
+    resume: Resume
+
 
 class StreamSession:
-    """One live stream: chunks in (:meth:`push`), messages out (``emit``)."""
+    """One live stream: chunks in (:meth:`push`), messages out (returned by
+    :meth:`commit`, :meth:`finish` and :meth:`error`)."""
 
     def __init__(
         self,
@@ -129,7 +163,6 @@ class StreamSession:
         options: EngineOptions,
         config: StreamConfig,
         prompts: Sequence[PromptSpec | Prompt],
-        emit: Emit,
         *,
         vad: Vad,
         now: Callable[[], float],
@@ -138,6 +171,7 @@ class StreamSession:
         on_queued: Callable[[str, int], None] | None = None,
         keep_audio: Callable[[ChunkDecoder, int], ChunkDecoder] | None = None,
         opus: OpusLibrary | None = None,
+        tuning: LiveTuning = UNTUNED,
     ) -> None:
         """Raises ``InvalidSessionIdError`` (a ``ValueError``) for an unsafe ``sid``
         and :class:`ConfigError` for an unusable prompt.
@@ -148,12 +182,14 @@ class StreamSession:
         ``on_queued`` is told the sid and the :data:`RANK` of each item queued.
         ``keep_audio`` wraps the chunk decoder (given its output's first sample): an archive.
         ``opus``: the libopus that decodes an Opus stream (None: FFmpeg's decoder).
+        ``tuning``: how its finals are decoded (the worker's, :class:`LiveTuning`).
         """
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
         self.sid = validate_sid(sid)
         self.options = config.engine_options(options)
-        self._emit, self._now = emit, now
+        self._context_chars = tuning.context_chars
+        self._now = now
         self._prompts_changed = resume is not None and resume.prompts is not None
         if resume is not None and resume.prompts is not None:
             prompts = resume.prompts
@@ -174,23 +210,22 @@ class StreamSession:
             decoder = keep_audio(decoder, start.stream_sample - start.skip_samples)
         self._intake = StreamIntake(
             self.sid,
-            config.endpointing,
+            config.endpointer,
             vad,
             origin_sample=start.stream_sample,
             next_chunk=start.chunk,
             skip_samples=start.skip_samples,
             decoder=decoder,
-            lead_ms=self.options.lead_ms,
+            lead_ms=tuning.lead_ms,
         )
         self._queue = WorkQueue(None if on_queued is None else partial(on_queued, self.sid))
-        self._emit_lock = threading.Lock()
         # (chunk, skip, stream sample) where the audio not covered by a final starts
         self._settled = (start.chunk, start.skip_samples, start.stream_sample)
-        self._pending: tuple[Message, ...] = ()  # decided with the message being emitted
         self._likely: tuple[int, int, str, Words] | None = None  # (start, end, text, words)
         self._finished = start.finished
         self._partials = PartialTally()
         self._speakers = StreamSpeakers(config.diarize, config.max_speakers, start.speakers)
+        self._speaker_state = start.speakers  # as of the last final committed
         if resume is None:
             self._queue.put(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
         else:
@@ -201,8 +236,7 @@ class StreamSession:
     # --- state ----------------------------------------------------------------------------------
 
     def resume_point(self) -> Resume:
-        """Where the stream stands after the last message emitted (scheduler
-        side: call it from ``emit``, or with no emission running)."""
+        """Where the stream stands after everything returned so far."""
         chunk, skip, sample = self._settled
         prompts = self._builder.prompts if self._prompts_changed else None
         return Resume(
@@ -211,11 +245,16 @@ class StreamSession:
             chunk,
             skip,
             sample,
-            self._pending,
+            (),
             self._finished,
             prompts,
-            self._speakers.state(),
+            self._speaker_state,
         )
+
+    @property
+    def diarized(self) -> bool:
+        """Whether the stream asked for its speakers."""
+        return self._speakers.on
 
     @property
     def next_chunk(self) -> int:
@@ -303,9 +342,8 @@ class StreamSession:
             raise ConfigError(
                 f"prompts not changed: {exc}", hint="drop the prompt's speaker", sid=self.sid
             ) from exc
-        with self._emit_lock:  # finals are matched under this lock
-            self._builder.change_prompts(add, remove)
-            self._prompts_changed = True
+        self._builder.change_prompts(add, remove)
+        self._prompts_changed = True
 
     # --- the scheduler's side -------------------------------------------------------------------
 
@@ -332,8 +370,8 @@ class StreamSession:
         """The engine options to decode ``work`` with: a final's and a likely
         final's get the end of the stream's earlier finals (as delivered, a
         resumed stream's included) as the decoder's prompt, at most
-        ``options.context_chars`` characters of it; partials get none."""
-        chars = self.options.context_chars
+        ``LiveTuning.context_chars`` characters of it; partials get none."""
+        chars = self._context_chars
         if chars <= 0 or not isinstance(work, FinalWork | LikelyFinalWork):
             return self.options
         context = prompt_context((f.text for f in self._builder.finals), chars)
@@ -349,51 +387,49 @@ class StreamSession:
             return self._likely_text(work) is None
         return isinstance(work, PartialWork)
 
-    def commit(self, work: Work, outcome: Outcome, started: float) -> None:
-        """Emit what taken ``work`` comes to, given the engine's ``outcome``
-        (started at ``started``): the one path from work to messages."""
+    def commit(self, work: Work, decoded: Decoded) -> Outbound:
+        """What taken ``work`` comes to, given what the engine made of it: the
+        one path from work to messages (none after a fatal error)."""
         try:
-            self._commit(work, outcome, started)
+            messages = [] if self._queue.closed else self._commit(work, decoded)
+        except Exception as exc:  # a bug, not bad input: the session still gets its ending
+            log.exception("stream %s: committing %s failed", self.sid, type(work).__name__)
+            messages = self._error(_failure(exc), fatal=True)
         finally:
             self._queue.done(work)
+        return self._out(messages)
 
-    def _commit(self, work: Work, outcome: Outcome, started: float) -> None:
+    def _commit(self, work: Work, decoded: Decoded) -> list[Message]:
         if isinstance(work, ReplayWork):
-            with self._emit_lock:
-                self._emit_all(list(work.messages))
-            return
+            return list(work.messages)
         if isinstance(work, ProgressWork):
-            with self._emit_lock:
-                status = SessionStatus.TRANSCRIBING
-                self._emit(self._progress(status, work.stream_ms, speech=work.speech))
-            return
+            return [self._progress(SessionStatus.TRANSCRIBING, work.stream_ms, speech=work.speech)]
+        outcome, started = decoded.outcome, decoded.started
         if isinstance(outcome, BaseException):
-            self._failed(outcome)
-            return
+            return self._failed(outcome)
         if outcome is None:  # a final whose likely final was transcribed
             assert isinstance(work, FinalWork)
             STREAM_FINALS.labels("likely").inc()
             latency = self._latency(work, started, transcribed=started)
-            self._final(work, *(self._likely_text(work) or ("", ())), latency=latency)
-            return
-        latency = self._latency(work, started, transcribed=self._now())
+            text, words = self._likely_text(work) or ("", ())
+            return self._final(work, text, words, latency, decoded)
+        transcribed = started if decoded.finished is None else decoded.finished
+        latency = self._latency(work, started, transcribed=transcribed)
         if isinstance(work, FinalWork | LikelyFinalWork):
             self._keep_language(outcome)
         text = self._builder.heard(outcome, work.vad_mean)
         words = words_of(outcome, work.start_ms) if text else ()
         if isinstance(work, LikelyFinalWork):
             self._likely = (work.start_ms, work.end_ms, text, words)
-        if isinstance(work, PartialWork):
-            with self._emit_lock:
-                if self._stale(work):
-                    self._partials.late += 1
-                    STREAM_PARTIALS.labels("superseded").inc()
-                    return
-                self._partials.shown = (work.start_ms, work.end_ms)
-                self._emit_all(self._builder.partial(work.start_ms, work.end_ms, text, latency))
-        else:
+        if isinstance(work, FinalWork):
             STREAM_FINALS.labels("transcribed").inc()
-            self._final(work, text, words, latency=latency)
+            return self._final(work, text, words, latency, decoded)
+        if self._stale(work):
+            self._partials.late += 1
+            STREAM_PARTIALS.labels("superseded").inc()
+            return []
+        self._partials.shown = (work.start_ms, work.end_ms)
+        return self._builder.partial(work.start_ms, work.end_ms, text, latency)
 
     def _stale(self, work: PartialWork) -> bool:
         """A partial that finished after its segment's final, or after a newer
@@ -408,70 +444,87 @@ class StreamSession:
         if self._builder.language is not None or not segments or not segments[0].language:
             return
         first = segments[0]
-        with self._emit_lock:
-            self._builder.detected(first.language or "en", first.language_prob)
+        self._builder.detected(first.language or "en", first.language_prob)
         self.options = replace(self.options, language=first.language or "en")
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException) -> list[Message]:
         """The engine raised ``exc`` for an item."""
         if isinstance(exc, TranscriptionAborted):
             self._partials.preempted += 1
-        elif isinstance(exc, VoxwireError):
+            return []
+        if isinstance(exc, VoxwireError):
             exc.sid = exc.sid or self.sid
-            self.error(exc)
-        else:  # a bug, not bad input: the session still gets its ending
-            log.error("stream %s failed inside the engine", self.sid, exc_info=exc)
-            name = type(exc).__name__
-            failure = VoxwireError(f"transcription failed: {name}", hint="retry later")
-            self.error(failure, fatal=True)
+            return self._error(exc)
+        # a bug, not bad input: the session still gets its ending
+        log.error("stream %s failed inside the engine", self.sid, exc_info=exc)
+        return self._error(_failure(exc), fatal=True)
 
-    def _final(self, work: FinalWork, text: str, words: Words, *, latency: LatencyData) -> None:
+    def _final(
+        self, work: FinalWork, text: str, words: Words, latency: LatencyData, decoded: Decoded
+    ) -> list[Message]:
         self._likely = None
-        with self._emit_lock:
-            self._builder.end_segment()
-            self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
-            if text:
-                for one in self._speakers.pieces(*work.bounds, text, work.audio):
-                    inside = words_between(words, one.start_ms, one.end_ms)
-                    final = self._builder.final(*one.span, latency, inside, speaker=one.speaker)
-                    self._emit_all(final)
+        self._builder.end_segment()
+        self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
+        if not text:
+            return []
+        pieces, self._speaker_state = decoded.speakers or self._find_speakers(work, text)
+        messages: list[Message] = []
+        for one in pieces:
+            inside = words_between(words, one.start_ms, one.end_ms)
+            messages += self._builder.final(*one.span, latency, inside, speaker=one.speaker)
+        return messages
 
-    def finish(self) -> None:
-        """After :meth:`end` and the work it queued: emit the transcript and the
-        ``completed`` progress (nothing after a fatal error). Once only."""
+    def speakers_of(self, work: Work, outcome: Outcome) -> Speakers | None:
+        """For an engine's thread, while it holds ``work``: the speakers of a
+        diarized stream's final (the heavy part of committing it, done where the
+        engine ran); None for anything else. Besides ``outcome`` it reads only the
+        likely final's text (committed before the final was taken) and changes
+        only the speakers, which finals alone use, one at a time."""
+        if not self.diarized or not isinstance(work, FinalWork):
+            return None
+        if isinstance(outcome, BaseException):
+            return None
+        if outcome is None:
+            text = (self._likely_text(work) or ("", ()))[0]
+        else:
+            text = self._builder.heard(outcome, work.vad_mean)
+        return self._find_speakers(work, text) if text else None
+
+    def _find_speakers(self, work: FinalWork, text: str) -> Speakers:
+        pieces = self._speakers.pieces(*work.bounds, text, work.audio)
+        return tuple(pieces), self._speakers.state()
+
+    def finish(self) -> Outbound:
+        """After :meth:`end` and the work it queued: the transcript and the
+        ``completed`` progress (nothing after a fatal error, nor a second time)."""
         if not self.ended:
             raise RuntimeError("finish() must come after end()")
-        if self._finished:
-            return
-        if self._queue.closed:
+        if self._finished or self._queue.closed:
             self._finished = True
-            return
+            return self._out([])
         duration = self.stream_ms
-        with self._emit_lock:
-            transcript = self._builder.transcript(duration)
-            completed = self._progress(SessionStatus.COMPLETED, duration, speech=False)
-            self._finished = True
-            self._settled = (self.next_chunk, 0, self._intake.samples)  # nothing after end()
-            self._emit_all([transcript, completed])
+        transcript = self._builder.transcript(duration)
+        completed = self._progress(SessionStatus.COMPLETED, duration, speech=False)
+        self._finished = True
+        self._settled = (self.next_chunk, 0, self._intake.samples)  # nothing after end()
+        return self._out([transcript, completed])
 
-    def error(self, exc: VoxwireError, *, fatal: bool = False) -> None:
-        """Emit ``exc`` as an error message (from any thread). A fatal error
-        closes the session: queued work is dropped and nothing more is emitted."""
-        with self._emit_lock:
-            if self._queue.closed:
-                return
-            self._emit(self._builder.error(exc, fatal=fatal))
-            if fatal:
-                self._queue.close()
-                self._intake.fail()
+    def error(self, exc: VoxwireError, *, fatal: bool = False) -> Outbound:
+        """``exc`` as an error message. A fatal error closes the session: queued
+        work is dropped and nothing more is decided."""
+        return self._out(self._error(exc, fatal=fatal))
 
-    def _emit_all(self, messages: list[Message]) -> None:
-        """Emit messages decided together (seqs given); hold ``_emit_lock``. A
-        resume point taken meanwhile lists those still to come as pending."""
-        for i, message in enumerate(messages):
-            self._pending = tuple(messages[i + 1 :])
-            self._emit(message)
-        self._pending = ()
+    def _error(self, exc: VoxwireError, *, fatal: bool = False) -> list[Message]:
+        if self._queue.closed:
+            return []
+        message = self._builder.error(exc, fatal=fatal)
+        if fatal:
+            self._queue.close()
+            self._intake.fail()
+        return [message]
+
+    def _out(self, messages: list[Message]) -> Outbound:
+        return Outbound(tuple(messages), self.resume_point())
 
     def _likely_text(self, work: FinalWork) -> tuple[str, Words] | None:
         """Text and words of the likely final with this final's bounds, if transcribed."""
@@ -497,3 +550,8 @@ class StreamSession:
 
 def _ms(seconds: float) -> int:
     return max(0, round(seconds * 1000))
+
+
+def _failure(exc: BaseException) -> VoxwireError:
+    """An unexpected exception (a bug) as the error its session ends with."""
+    return VoxwireError(f"transcription failed: {type(exc).__name__}", hint="retry later")

@@ -1,0 +1,81 @@
+"""What the gateway's routes run on: the adapters a process hands it
+(:class:`GatewayContext`) and the services built on them once per app
+(:class:`Gateway`, kept on ``app.state``), which a route takes as a
+:data:`GatewayDep` parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from voxwire.access.control import AccessControl, NoAccessSync
+from voxwire.access.tokens import TokenIssuer, issuer_for
+from voxwire.blobs import BlobStore
+from voxwire.bus import Bus
+from voxwire.core.config import Settings
+from voxwire.core.ratelimit import RateLimits
+from voxwire.core.readiness import Readiness
+from voxwire.search import SearchIndex
+from voxwire.sessions.pools import PoolCheck
+from voxwire.sessions.retranscribe import RetranscribeService
+from voxwire.sessions.streams import StreamService
+from voxwire.sessions.uploads import UploadService
+from voxwire.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayContext:
+    settings: Settings
+    store: Store
+    bus: Bus
+    blobs: BlobStore
+    workers: int
+    search: SearchIndex
+    access: AccessControl = field(default_factory=NoAccessSync)
+    tokens: TokenIssuer | None = None
+    """Signs browser session tokens; None: the settings' issuer."""
+    device: str | None = None
+    """Where this process's engines run (``cuda:0 (NVIDIA H200)``, ``cpu``); None: elsewhere."""
+    readiness: Readiness = field(default_factory=Readiness)
+    """What ``/readyz`` asks: the dependencies of this process's roles."""
+    pools: PoolCheck | None = None
+    """Asks whether a worker runs a session's model before it is accepted (None: not asked)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gateway:
+    """One app's context and the services its routes share."""
+
+    ctx: GatewayContext
+    uploads: UploadService
+    streams: StreamService
+    retranscribe: RetranscribeService
+    limits: RateLimits
+    """Requests per tenant."""
+    tokens: TokenIssuer
+    """Signs and checks session tokens."""
+
+    @classmethod
+    def of(cls, ctx: GatewayContext) -> Gateway:
+        settings = ctx.settings
+        return cls(
+            ctx,
+            UploadService(settings, ctx.store, ctx.bus, ctx.blobs, ctx.access, ctx.pools),
+            StreamService(ctx.store, ctx.bus, ctx.access, settings, ctx.pools),
+            RetranscribeService(settings, ctx.store, ctx.bus, ctx.blobs, ctx.pools),
+            RateLimits(settings.limits.rate_limit_per_s, settings.limits.rate_limit_burst),
+            ctx.tokens
+            or issuer_for(settings.security.token_secret.get_secret_value(), settings.data_dir),
+        )
+
+
+def gateway(request: Request) -> Gateway:
+    """The :class:`Gateway` of the app serving ``request``."""
+    found: Gateway = request.app.state.gateway
+    return found
+
+
+GatewayDep = Annotated[Gateway, Depends(gateway)]

@@ -1,0 +1,69 @@
+"""Errors as HTTP answers: each :class:`~voxwire.core.errors.VoxwireError` is a JSON
+:class:`~voxwire_client.api.ErrorBody` with the status of its class (a rate limit's
+also says ``Retry-After``); an invalid session id is a 400."""
+
+from __future__ import annotations
+
+import math
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from voxwire.core.errors import (
+    AudioError,
+    AudioTooLongError,
+    AuthError,
+    ConflictError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+    VoxwireError,
+)
+from voxwire.core.metrics import ERRORS
+from voxwire.core.ratelimit import RateLimitedError
+from voxwire.search import SearchQueryError
+from voxwire.sessions.pools import NoWorkerError
+from voxwire_client.api import ErrorBody
+from voxwire_client.errors import InvalidSessionIdError
+
+_STATUS = {
+    AuthError: 401,
+    ForbiddenError: 403,
+    RateLimitedError: 429,
+    NotFoundError: 404,
+    ConflictError: 409,
+    InvalidRequestError: 400,
+    PayloadTooLargeError: 413,
+    SearchQueryError: 400,
+    AudioTooLongError: 413,
+    AudioError: 422,
+    NoWorkerError: 503,
+}
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    app.exception_handler(VoxwireError)(voxwire_error)
+    app.exception_handler(InvalidSessionIdError)(bad_sid)
+
+
+async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
+    body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint, sid=exc.sid)
+    ERRORS.labels(code=exc.code).inc()
+    headers = None
+    if isinstance(exc, RateLimitedError):
+        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    return JSONResponse(body.model_dump(), status_code=_status_for(exc), headers=headers)
+
+
+async def bad_sid(_request: Request, exc: InvalidSessionIdError) -> JSONResponse:
+    body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint)
+    ERRORS.labels(code=exc.code).inc()
+    return JSONResponse(body.model_dump(), status_code=400)
+
+
+def _status_for(exc: VoxwireError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in _STATUS:
+            return _STATUS[cls]
+    return 500
