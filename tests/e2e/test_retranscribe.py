@@ -27,6 +27,7 @@ from voxwire.audio.decoding import decode
 from voxwire.cli.retranscribe import due
 from voxwire_client import ApiError, Client, StreamRequest, Task, TranscriptMessage, pcm_chunks
 from voxwire_client.api import SessionInfo
+from voxwire_client.versions import RetranscribeAccepted
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -147,3 +148,24 @@ def test_since_picks_the_completed_first_versions_created_since_then() -> None:
     ]
     assert due(listed, datetime(2026, 1, 2), again=False) == ["s_mid", "s_new"]
     assert due(listed, datetime(2026, 1, 2), again=True) == ["s_done_before", "s_mid", "s_new"]
+
+
+def test_a_version_may_ask_for_speakers_but_keeps_the_first_versions_prompts_and_redaction(
+    platform: PlatformThread,
+) -> None:
+    """A re-transcription takes a session's options: ``diarize`` labels the new
+    version's segments; ``prompts`` and ``redact`` belong to the session and are refused."""
+    headers = {"Authorization": f"Bearer {platform.api_key}"}
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        first = client.transcribe(JFK)
+        assert first.segments and not any(s.speaker for s in first.segments)
+        url = f"{platform.url}/v1/sessions/{first.sid}/retranscribe"
+        for kept in ({"prompts": ["ask not"]}, {"redact": "mask"}):
+            refused = httpx.post(url, json=kept, headers=headers)
+            assert refused.status_code == 422, refused.text
+            assert next(iter(kept)) in refused.text
+        answered = httpx.post(url, json={"diarize": True}, headers=headers)
+        assert answered.status_code == 202, answered.text
+        messages = client.wait_version(RetranscribeAccepted.model_validate_json(answered.content))
+        (delivered,) = [m for m in messages if isinstance(m, TranscriptMessage)]
+        assert delivered.segments and all(s.speaker == "S1" for s in delivered.segments)
