@@ -10,11 +10,14 @@ its check digits say: recognition drops, adds and regroups digits.
 
 A run is personal anywhere when it is said the way no quantity is: at least
 :data:`ONE_BY_ONE` digits one by one ("two one nine oh nine nine ...",
-"5 5 0 0 0 ...") or :data:`LONG_RUN` digits in all (the engine sometimes
-writes a card number as ``6,111,000,000,...``); it is then a ``NUMBER``. So is
-one grouped as an SSN (3, 2 and 4 digits) or a US phone number (3, 3, 4) are,
-however the engine wrote the groups ("fifty three six, twenty two, twelve thirty
-four" came out as ``53.6, 22, 12.34``); it is then of that entity.
+"5 5 0 0 0 ..."), :data:`LONG_RUN` digits in all (the engine sometimes
+writes a card number as ``6,111,000,000,...``) or one number of
+:data:`GROUPED_RUN` digits or more written with thousands separators (the
+engine's ``4,111,111,111,111,111,111`` for a card number said digit by digit);
+it is then a ``NUMBER``. So is one grouped as an SSN (3, 2 and 4 digits) or a
+US phone number (3, 3, 4) are, however the engine wrote the groups ("fifty
+three six, twenty two, twelve thirty four" came out as ``53.6, 22, 12.34``); it
+is then of that entity.
 Otherwise it is personal when a context word is near it, before (up to
 :data:`WORDS_BEFORE` words) or after (up to :data:`WORDS_AFTER`), the nearest
 deciding, and it has at least the digits of its context, fewer than the real
@@ -33,11 +36,13 @@ loop right after it ("the credit card is 14-1, the land-run, the land-run, the
 land-run"): the rest of its digits were lost in the loop.
 
 A session's finals are cut wherever the speaker paused, so a number can be split
-over two of them ("my card number is 4111 1111" | "1111 1111"). :class:`Tail`
-carries what a final ended with to the next: its last words (the context) and
-the digits of a run at its very end. A run at the end of a final in a context
-is personal from four digits on (it may go on in the next final); a run at the
-start of the next one continues it.
+over two of them ("my card number is 4111 1111" | "1111 1111"), and an answer
+is cut from its question ("Can you confirm the card number on the account?" |
+"Yes, it is 4,111,..."). :class:`Tail` carries what a final ended with to the
+next: its last words (the context, read as the words before the next final's
+own, within the same :data:`WORDS_BEFORE`) and the digits of a run at its very
+end. A run at the end of a final in a context is personal from four digits on
+(it may go on in the next final); a run at the start of the next one continues it.
 """
 
 from __future__ import annotations
@@ -57,10 +62,14 @@ NUMBERS_MIN_DIGITS = 4
 TAIL_MIN_DIGITS = 4
 """A run that ends a final in a context is personal from this many digits on
 (fewer: "call me at five thirty" keeps its time)."""
-CARRIED_WORDS = 2
-"""A number with at most this many words before it in its final is still in
-the context the previous final ended with ("my card number is" | "uh, 4111 ...")."""
 LONG_RUN = 20
+GROUPED_RUN = 16
+"""One number written with thousands separators and at least this many digits
+(``4,111,111,111,111,111,111``) is an identifier: quadrillions are not said aloud
+as quantities, and the engine writes digits said one by one that way."""
+_GROUPED = re.compile(  # 1 to 3 digits, then groups of 3 to GROUPED_RUN digits or more
+    rf"(?<![\d,])\d{{1,3}}(?:,\d{{3}}){{{(GROUPED_RUN - 1) // 3},}}(?![\d,]\d)"
+)
 ONE_BY_ONE = 8
 SHAPES = {(3, 2, 4): "US_SSN", (3, 3, 4): "PHONE_NUMBER"}
 """Numbers grouped as these are written, in any form (``53.6, 22, 12.34``), are
@@ -171,7 +180,7 @@ def personal_runs(
             found.append(Span(s.entity, start, s.run.end))
         elif s.run.groups in SHAPES:
             found.append(Span(SHAPES[s.run.groups], s.run.start, s.run.end))
-        elif _said_as_an_identifier(s.run) or (
+        elif _said_as_an_identifier(text, s.run) or (
             numbers
             and (
                 s.run.digits >= NUMBERS_MIN_DIGITS
@@ -195,19 +204,22 @@ def tail_of(text: str, before: Tail = Tail()) -> Tail:
         context = [*before.words, *(w for _, w in words)]
     elif situated[-1].at_end:
         start = situated[-1].cluster_start
-        context = [w for pos, w in words if pos < start]
-        if len(context) <= CARRIED_WORDS:
-            context = [*before.words, *context]
+        context = [*before.words, *(w for pos, w in words if pos < start)]
     else:
         context = [w for pos, w in words if pos >= situated[-1].run.end]
     digits = situated[-1].digits if situated and situated[-1].at_end else 0
     return Tail(tuple(context[-WORDS_BEFORE:]), digits)
 
 
-def _said_as_an_identifier(run: Run) -> bool:
+def _said_as_an_identifier(text: str, run: Run) -> bool:
     """A number no one says as a quantity: :data:`ONE_BY_ONE` digits one by
-    one, or :data:`LONG_RUN` digits or more."""
-    return run.digits >= LONG_RUN or run.single_digits >= ONE_BY_ONE
+    one, :data:`LONG_RUN` digits or more, or one number of :data:`GROUPED_RUN`
+    digits or more written with thousands separators."""
+    return (
+        run.digits >= LONG_RUN
+        or run.single_digits >= ONE_BY_ONE
+        or _GROUPED.search(text, run.start, run.end) is not None
+    )
 
 
 def _digits(word: str, previous: str, following: str) -> int:
@@ -285,8 +297,8 @@ def _situated(text: str, before: Tail) -> list[_Situated]:
         preceding = [w for pos, w in words if pos < first.start]
         carried = before.digits if cluster[0] == 0 and not preceding else 0
         following = [w for pos, w in words if pos >= last.end][:WORDS_AFTER]
-        if len(preceding) <= CARRIED_WORDS:  # the previous final's words are still near
-            preceding = [*before.words, *preceding]
+        # the previous final's words come before (its question: "... the card number?")
+        preceding = [*before.words, *preceding]
         entity = _context(preceding[-WORDS_BEFORE:], following)
         digits = carried + sum(found[n].digits for n in cluster)
         at_end = not re.search(r"\w", text[last.end :])

@@ -35,8 +35,9 @@ ACCOUNT_NUMBER,     "call me at") with roughly its digits, in any written form:
 PHONE_NUMBER,       ``4,111,111,111,111,111,111``, ``4-1-1-1 ...``, "forty one
 NUMBER              eleven", "four one one one", mixed, a digit missing or extra;
                     ``NUMBER`` after "my/your ... number"
-NUMBER              anywhere: eight digits or more said one by one, or twenty
-                    digits or more (no quantity is said that way)
+NUMBER              anywhere: eight digits or more said one by one, twenty
+                    digits or more, or sixteen or more written as one number
+                    with thousands separators (no quantity is said that way)
 US_SSN,             anywhere: three numbers of 3, 2 and 4 digits (3, 3 and 4),
 PHONE_NUMBER        however written (``53.6, 22, 12.34``)
 (the same entity)   a number in a context whatever its size when the engine
@@ -73,8 +74,10 @@ A speaker pauses where they like: "my card number is 4111 1111" can be one
 final and "1111 1111" the next. :meth:`Redactor.tail` says what a final ended
 with (the context still open, the digits of a number at its very end); given
 to the next final and its partials (``before``), a number at their start
-continues it. A number at the end of a final in a context is redacted from four
-digits on, since it may go on. A final is never revised: a number whose context
+continues it, and its context comes before the next final's first words (the
+agent's "... the card number on the account?" | "Yes, it is 4,111,..."). A
+number at the end of a final in a context is redacted from four digits on,
+since it may go on. A final is never revised: a number whose context
 comes only in the next final ("4111 1111" | "1111 1111 is my card") is redacted
 in the second final only, unless it is said as an identifier (see above). A
 statement carries over the same way: "my email is" | "peter smith at gmail dot

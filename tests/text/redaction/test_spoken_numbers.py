@@ -149,6 +149,47 @@ def test_a_card_number_split_over_two_finals_is_redacted_in_both(redactor: Redac
     )
 
 
+def test_a_card_number_answering_the_final_before_is_redacted(redactor: Redactor) -> None:
+    """The agent's question ends one final, the answer starts the next: the
+    question is the answer's context, as if one final had held both."""
+    question = "Can you confirm the card number on the account?"
+    answer = "Yes, it is 4,111,111,111,111,111,111,"
+    assert redactor.redact(question, RedactMode.ENTITY) == question
+    tail = Redactor.tail(question)  # as the transcript builder hands it on
+    assert redactor.redact(answer, RedactMode.ENTITY, before=tail) == (
+        "Yes, it is [ACCOUNT_NUMBER],"
+    )
+    assert redactor.redact(f"{question} {answer}", RedactMode.ENTITY) == (
+        f"{question} Yes, it is [ACCOUNT_NUMBER],"
+    )
+    masked = redactor.redact(answer, RedactMode.MASK, before=tail)
+    assert not re.search(r"\d", masked), masked
+    # a number too small for a card stays, the question before or not
+    later = "Hold on, it is in the bag I bought in 2019, one moment."
+    assert redactor.redact(later, RedactMode.ENTITY, before=tail) == later
+
+
+@pytest.mark.parametrize(
+    ("number", "entity"),
+    [
+        ("4,111,111,111,111,111,111", "NUMBER"),  # 19 digits, failing Luhn
+        ("4,111,111,111,111,112", "NUMBER"),  # 16, failing Luhn
+        ("4,111,111,111,111,111", "CREDIT_CARD"),  # 16, passing Luhn
+        ("6,011,000,990,139,424,000", "NUMBER"),  # 19, a digit group too many
+    ],
+)
+def test_a_card_length_number_with_thousands_separators_is_redacted_anywhere(
+    redactor: Redactor, number: str, entity: str
+) -> None:
+    """The engine writes a card number said digit by digit as one number of
+    quadrillions or more: no quantity is said that way."""
+    text = f"Yes, it is {number}, okay."
+    assert redactor.redact(text, RedactMode.ENTITY) == f"Yes, it is [{entity}], okay."
+    # trillions are said: the national debt stays
+    debt = "The debt passed 31,400,000,000,000 dollars and 411,111,111,111,111 cents."
+    assert redactor.redact(debt, RedactMode.ENTITY) == debt
+
+
 def test_a_partial_after_a_split_shows_no_digit(redactor: Redactor) -> None:
     tail = tail_of("My card number is 4111 1111")
     for partial in ("1", "1111", "1111 one", "1111 1111", "eleven eleven"):

@@ -9,10 +9,10 @@ import numpy as np
 from voxwire.audio.decoding import Audio
 from voxwire.core.errors import EngineError
 from voxwire.wire.records import FileJob
-from voxwire.workers.engine import EngineOptions, Segment, SegmentCallback
+from voxwire.workers.engine import EngineOptions, Segment, SegmentCallback, Word
 from voxwire.workers.files.job import run_file_job
 from voxwire_client.api import PromptSpec, RedactMode
-from voxwire_client.messages import Message, TranscriptMessage
+from voxwire_client.messages import Message, SegmentMessage, TranscriptMessage
 
 
 class ScriptedEngine:
@@ -126,3 +126,29 @@ def test_a_redacting_job_never_emits_what_it_redacts() -> None:
     (transcript,) = [m for m in out if isinstance(m, TranscriptMessage)]
     assert transcript.text == "My card is [CREDIT_CARD]. Mail [EMAIL_ADDRESS]."
     assert [m.type for m in out].count("match") == 1
+
+
+def test_a_card_number_answering_the_segment_before_is_redacted() -> None:
+    """The agent's question ends one segment, the caller's comma-grouped card
+    number is the next: neither the delivered final (text and words) nor the
+    transcript holds a digit of it."""
+    job = JOB.model_copy(update={"redact": RedactMode.ENTITY, "prompts": ()})
+    answer = " Yes, it is 4,111,111,111,111,111,111,"
+    said = answer.split()
+    words = tuple(Word(f" {w}", 5000 + 500 * n, 5400 + 500 * n, 0.9) for n, w in enumerate(said))
+    engine = ScriptedEngine(
+        [Segment(0, 4000, " Can you confirm the card number on the account?"),
+         Segment(5000, 9000, answer, words=words)]
+    )  # fmt: skip
+    out: list[Message] = []
+    run_file_job(job, AUDIO, engine, EngineOptions(), out.append)
+    finals = [m for m in out if isinstance(m, SegmentMessage) and m.type == "final"]
+    assert finals[1].segment.text == "Yes, it is [ACCOUNT_NUMBER],"
+    assert finals[1].segment.words
+    assert not any(c.isdigit() for w in finals[1].segment.words for c in w.word)
+    (transcript,) = [m for m in out if isinstance(m, TranscriptMessage)]
+    assert transcript.text == "Can you confirm the card number on the account? " + (
+        "Yes, it is [ACCOUNT_NUMBER],"
+    )
+    dumped = " ".join(m.model_dump_json() for m in out)
+    assert "111" not in dumped
