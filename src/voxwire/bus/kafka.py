@@ -39,8 +39,12 @@ from voxwire.core.errors import BusError
 log = logging.getLogger(__name__)
 
 
-_GONE = (ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
-"""States of a group that does not exist (never did, or its positions expired)."""
+_GONE = ConsumerGroupState.DEAD
+"""The state a coordinator gives a group that does not exist (never did, or its
+positions expired). Every other state is a group that exists: rebalancing
+(PREPARING/COMPLETING_REBALANCING, members listed or not yet), EMPTY, and
+UNKNOWN, a state this client cannot name (a KIP-848 group's ASSIGNING or
+RECONCILING)."""
 
 
 class KafkaBus:
@@ -128,9 +132,11 @@ class KafkaBus:
         return subscription
 
     async def has_group(self, group: str, timeout_s: float = 2.0) -> bool:
-        """Whether ``group`` exists, as its coordinator sees it: with members, or
-        empty with committed positions (its members restarting); a group that
-        never was, or whose positions expired, is dead."""
+        """Whether ``group`` exists, as its coordinator sees it: in any state but
+        dead (members or none, rebalancing, or a state this client cannot name).
+        Only a group the coordinator reports dead or not found (never was, or its
+        positions expired) is a no; a describe that fails or does not answer in
+        time raises BusError (cannot say)."""
 
         def describe() -> bool:
             if self._admin is None:
@@ -146,11 +152,13 @@ class KafkaBus:
                     f"whether group {group} exists"
                 ) from exc
             except KafkaException as exc:
+                error = kafka_error(exc)
+                if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                    return False
                 raise BusError(
-                    f"cannot ask Kafka at {self._bootstrap} about group {group}: "
-                    f"{kafka_error(exc) or exc}"
+                    f"cannot ask Kafka at {self._bootstrap} about group {group}: {error or exc}"
                 ) from exc
-            return bool(found.members) or found.state not in _GONE
+            return bool(found.members) or found.state != _GONE
 
         return await asyncio.to_thread(describe)
 
