@@ -41,8 +41,11 @@ build() {
     mkdir -p "$WORK"
     local base=$WORK/base-$SUITE-${PACKAGES//,/-}.tar
     if [[ ! -f $base ]]; then
-        SOURCE_DATE_EPOCH=$EPOCH mmdebstrap --variant=minbase --include="$PACKAGES" \
-            "$SUITE" "$base.part" >&2
+        # a tarball, whatever the name: mmdebstrap would take "$base.part" for a directory;
+        # what a failed or older run left there (a directory once) goes first
+        rm -rf "$base" "$base.part"
+        SOURCE_DATE_EPOCH=$EPOCH mmdebstrap --variant=minbase --format=tar \
+            --include="$PACKAGES" "$SUITE" "$base.part" >&2
         mv "$base.part" "$base"
     fi
     rm -rf "$WORK/oci" "$WORK/bundle"
