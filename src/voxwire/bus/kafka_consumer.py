@@ -276,7 +276,7 @@ class KafkaSubscription:
             "%s (group %s): no partitions back %.0f s after losing them; a new consumer joins",
             self.topic,
             self.group,
-            self._options.consumer.rejoin_s,
+            self._membership.wait_s(),
         )
         old = self._consumer
         self._membership.renewed()

@@ -9,7 +9,8 @@ the same process had theirs back within seconds, and its records waited for
 ever. :class:`Membership` notices a consumer that has had no assignment for
 ``rejoin_s`` since it lost its partitions, so that the subscription replaces it
 with a new member of the same group, which starts from the committed positions
-(at least once, as after any rebalance).
+(at least once, as after any rebalance). Each further replacement waits twice as
+long as the one before: a join that a replacement interrupts starts over.
 
 Callbacks are bound to the consumer they were registered with
 (:meth:`Membership.bind`): once it is replaced, what the old consumer still
@@ -31,6 +32,8 @@ from confluent_kafka import Consumer, KafkaException
 
 log = logging.getLogger(__name__)
 
+MAX_DOUBLINGS = 4
+"""A replacement consumer is given at most ``2**MAX_DOUBLINGS`` times ``rejoin_s``."""
 STALL_S = 60.0
 """A consumer thread that has not come round its loop for this long is stuck
 (it normally does every ``keepalive_s``): it is reported with its stack."""
@@ -45,6 +48,11 @@ class Membership:
     rejoin_s: float
     generation: int = 0
     lost_at: float | None = None
+    renewals: int = 0
+    """Consumers made since the partitions were lost: each new one is given twice
+    the time the one before had (a join and its rebalance may take longer than
+    ``rejoin_s`` once the brokers are back, and a member replaced before it is in
+    starts the rebalance over: replacing at a fixed pace never lets it finish)."""
     beat: float = field(default_factory=time.monotonic)
     """When the thread last came round its loop."""
     stall_reported: bool = False
@@ -65,14 +73,22 @@ class Membership:
 
     def assigned(self) -> None:
         self.lost_at = None
+        self.renewals = 0
+
+    def wait_s(self) -> float:
+        """How long the present consumer is given to get partitions back:
+        ``rejoin_s``, doubled for each consumer made since they were lost (at most
+        :data:`MAX_DOUBLINGS` times)."""
+        return self.rejoin_s * (1 << min(self.renewals, MAX_DOUBLINGS))
 
     def overdue(self) -> bool:
-        """Whether the partitions lost ``rejoin_s`` ago have not come back."""
-        return self.lost_at is not None and time.monotonic() - self.lost_at >= self.rejoin_s
+        """Whether the partitions lost have not come back within :meth:`wait_s`."""
+        return self.lost_at is not None and time.monotonic() - self.lost_at >= self.wait_s()
 
     def renewed(self) -> None:
-        """A new consumer replaced the old one; it gets ``rejoin_s`` to join."""
+        """A new consumer replaced the old one; it gets twice the time to join."""
         self.generation += 1
+        self.renewals += 1
         self.lost_at = time.monotonic()
 
     def stalled_for(self) -> float:
