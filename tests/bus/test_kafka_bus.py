@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
@@ -407,6 +408,31 @@ async def test_a_cancelled_next_loses_nothing(kafka: Kafka, bus: KafkaBus) -> No
                 continue
             got.extend(int(r.value) for r in batch)
     assert got == list(range(40))
+
+
+async def test_a_next_cancelled_as_its_records_arrive_loses_nothing(
+    kafka: Kafka, bus: KafkaBus
+) -> None:
+    """A timeout that fires in the loop turn the records are handed over: the
+    call is cancelled after its result is set and before it wakes."""
+    topic = kafka.topic()
+    for n in range(3):
+        await bus.produce(topic, "sid", str(n).encode())
+    subscription = bus.subscribe(topic, kafka.group())
+    waiting: list[asyncio.Task[list[Record]]] = []
+    hand_over = subscription._hand_over
+
+    def hand_over_then_cancel(fetch: Any, records: list[Record]) -> None:
+        hand_over(fetch, records)
+        waiting[0].cancel()
+
+    subscription._hand_over = hand_over_then_cancel  # type: ignore[method-assign]
+    waiting.append(asyncio.create_task(subscription.next_batch(3)))
+    with pytest.raises(asyncio.CancelledError):
+        await waiting[0]
+    subscription._hand_over = hand_over  # type: ignore[method-assign]
+    again = await take(subscription, 3)
+    assert [r.value for r in again] == [b"0", b"1", b"2"]
 
 
 async def test_producing_to_a_missing_topic_raises_bus_error(kafka: Kafka) -> None:

@@ -203,7 +203,14 @@ class KafkaSubscription:
             return [self._spare.popleft() for _ in range(min(max_records, len(self._spare)))]
         future: asyncio.Future[list[Record]] = asyncio.get_running_loop().create_future()
         self._submit(_Fetch(future, max_records))
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # cancelled after the records were handed over but before this call
+            # woke: they go back, first in line, for the next call
+            if future.done() and not future.cancelled():
+                self._spare.extendleft(reversed(future.result()))
+            raise
 
     async def commit(self, *records: Record) -> None:
         """Mark ``records`` done; return once positions covering them are committed
