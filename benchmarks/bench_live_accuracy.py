@@ -30,7 +30,8 @@ the same run: ``default`` is the platform's defaults; ``name=value[+name=value]`
 overrides settings by their flat names, e.g. ``stream_lead_s=8`` (each final
 decoded after up to 8 s of the stream audio before it, the default run's
 second configuration) or ``stream_context_chars=200`` (a final decoded with the
-stream's earlier finals as the decoder's prompt). Latencies are printed as
+stream's earlier finals as the decoder's prompt); a ``~policy`` suffix opens the
+streams with that endpointing policy (``default~fast``). Latencies are printed as
 ratios against the first configuration's.
 
     .venv/bin/python benchmarks/bench_live_accuracy.py [--quick] [--seed 11]
@@ -243,13 +244,15 @@ def overrides(config: str) -> dict[str, Any]:
     return out
 
 
-async def live_round(platform: Platform, key: str, cases: list[Case]) -> list[StreamRun]:
+async def live_round(
+    platform: Platform, key: str, cases: list[Case], policy: str = ""
+) -> list[StreamRun]:
     s = platform.settings.listen
     client = AsyncClient(f"http://127.0.0.1:{s.http_port}", key, f"mqtt://127.0.0.1:{s.mqtt_port}")
     try:
         first = asyncio.get_running_loop().time() + 1.0 + 0.05 * len(cases)
         starts = [first + i * SPREAD_S / len(cases) for i in range(len(cases))]
-        sent = [encoded(c.pcm, "") for c in cases]
+        sent = [encoded(c.pcm, "", policy=policy) for c in cases]
         return await asyncio.gather(
             *(one_stream(client, x, t) for x, t in zip(sent, starts, strict=True))
         )
@@ -258,7 +261,9 @@ async def live_round(platform: Platform, key: str, cases: list[Case]) -> list[St
 
 
 async def live_on(config: str, cases: list[Case]) -> list[StreamRun]:
-    """``cases`` streamed at once in real time on a platform with ``config``."""
+    """``cases`` streamed at once in real time on a platform with ``config``
+    (settings, then ``~policy``: the streams' endpointing policy)."""
+    config, _, policy = config.partition("~")
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
             http_port=0, mqtt_port=0, ws_port=0, data_dir=Path(tmp), **overrides(config)
@@ -268,7 +273,7 @@ async def live_on(config: str, cases: list[Case]) -> list[StreamRun]:
         assert key is not None
         await platform.start()
         try:
-            return await live_round(platform, key.plaintext, cases)
+            return await live_round(platform, key.plaintext, cases, policy)
         finally:
             await platform.stop()
 
@@ -312,6 +317,8 @@ def summary(cases: list[Case], runs: list[StreamRun]) -> dict[str, Any]:
         "final_max_s": max(latencies, default=float("nan")),
         "turns": sum(len(c.conversation.turns) for c in cases),
         "joined": sum(m for _, m in measured),
+        "split": sum(r.splits(c.conversation.turns) for c, r in zip(cases, runs, strict=True)),
+        "continued": sum(r.continued() for r in runs),
         "latencies": [lat for lat, _ in measured],
         "max_lag_ms": max(r.max_lag_ms() for r in runs),
         "finals": [
@@ -355,7 +362,8 @@ def report(cases: list[Case], files: list[str], results: dict[str, dict[str, Any
             f"  final p50 {r['final_p50_s']:.2f}s p95 {r['final_p95_s']:.2f}s max "
             f"{r['final_max_s']:.2f}s  ({r['final_p50_s'] / base['final_p50_s']:.2f}, "
             f"{r['final_p95_s'] / base['final_p95_s']:.2f} of {configs[0]})"
-            f"  turns {r['turns']}, joined {r['joined']}"
+            f"  turns {r['turns']}, joined {r['joined']}, split {r['split']},"
+            f" continued {r['continued']}"
         )
     print(
         "partials (words of a partial its final changed or dropped; turn start to first partial):"

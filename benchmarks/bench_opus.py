@@ -242,7 +242,7 @@ def play(
     """One codec's row: every recording streamed through a stream session."""
     seconds = sum(len(a) for a in audios) / 16_000
     sent = [c.chunks(a, args.frame_ms, args.application) for a in audios]
-    config = StreamConfig(codec=c.codec, frame_ms=args.frame_ms)
+    config = StreamConfig(encoding=c.codec, frame_ms=args.frame_ms)
     finals = [stream_text(engine, *s, config, c.lace) for s in sent]
     hyps = [" ".join(f) for f in finals]
     row = {

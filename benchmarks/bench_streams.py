@@ -26,8 +26,9 @@ mode and level it prints:
   machine, as ``psutil`` sees it);
 - engine busy: engine time on live streams over wall time, per stream engine;
 - final wait p50 / p95: how long a decided final waited for an engine;
-- partials transcribed / superseded / preempted, and likely finals used by
-  their final / decoded (the worker's metrics);
+- partials transcribed / superseded / preempted, and likely finals sent early as
+  the final (policy fast) / used by their final after the full pause / decoded
+  (the worker's metrics);
 - WER per stream (mean and worst) next to the offline engine's WER on the same
   utterances, measured in this run.
 
@@ -44,8 +45,13 @@ default run compares with: the first configuration's latencies are printed as
 ratios against each other's. A ``/opus<bitrate>`` suffix streams Opus packets
 of 100 ms at that bitrate instead of PCM16 (``kbit/s`` shows what was sent):
 ``--engines faster-whisper,faster-whisper/opus16000,faster-whisper/opus24000``.
-A ``+name=value`` suffix (after the rest) sets any setting by its flat name:
-``--engines faster-whisper,faster-whisper+live_window_s=10``.
+A ``~policy`` suffix opens the streams with that endpointing policy (``fast``,
+``balanced``, ``patient``; balanced by default): the default run compares the
+fast policy with balanced. For each it also counts the finals marked
+``continues`` (the speaker went on after an early final) and the sentences
+split in two (a final that ends inside a sentence's speech, 0.3 s or more
+before its last word ends). A ``+name=value`` suffix (after the rest) sets any
+setting by its flat name: ``--engines faster-whisper,faster-whisper+live_window_s=10``.
 """
 
 from __future__ import annotations
@@ -76,7 +82,14 @@ from voxwire.platform import Platform, build
 from voxwire.platform.roles import cpu_cores, stream_engines
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.engines import create_engine
-from voxwire_client import AsyncClient, AudioCodec, StreamRequest, pcm_chunks
+from voxwire_client import (
+    AsyncClient,
+    AudioCodec,
+    Endpointing,
+    EndpointingPolicy,
+    StreamRequest,
+    pcm_chunks,
+)
 from voxwire_client.messages import Message, ProgressMessage, SegmentMessage
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -170,6 +183,19 @@ class StreamRun:
                 missed += 1
         return latencies, missed
 
+    def splits(self, sentences: list[Sentence]) -> int:
+        """Finals that end inside a sentence's speech: the sentence was cut in two."""
+        return sum(
+            1
+            for _, m in self.finals()
+            for sentence in sentences
+            if sentence.start_s < m.segment.end_ms / 1000 < sentence.end_s - 0.3
+        )
+
+    def continued(self) -> int:
+        """Finals that go on with the utterance of the final before (after an early one)."""
+        return sum(1 for _, m in self.finals() if m.segment.continues)
+
     def waits(self) -> list[int]:
         """How long each final waited for the engine once decided, in ms."""
         return [m.latency.queue_ms for _, m in self.finals() if m.latency is not None]
@@ -228,16 +254,20 @@ def offsets(mode: str, count: int, rng: random.Random) -> list[float]:
 
 
 def encoded(
-    pcm: bytes, codec: str, frame_ms: int = CHUNK_MS
+    pcm: bytes, codec: str, frame_ms: int = CHUNK_MS, policy: str = ""
 ) -> tuple[list[bytes], int, StreamRequest]:
     """The chunks a device sends, their duration in ms and the stream request:
-    PCM16 in 100 ms chunks, or for ``opus<bitrate>`` Opus packets of ``frame_ms``."""
+    PCM16 in 100 ms chunks, or for ``opus<bitrate>`` Opus packets of ``frame_ms``;
+    with the endpointing ``policy`` (empty: the platform's default)."""
+    endpointing = Endpointing(policy=EndpointingPolicy(policy)) if policy else Endpointing()
     if not codec:
-        return list(pcm_chunks(pcm, chunk_ms=CHUNK_MS)), CHUNK_MS, StreamRequest()
+        request = StreamRequest(endpointing=endpointing)
+        return list(pcm_chunks(pcm, chunk_ms=CHUNK_MS)), CHUNK_MS, request
     bitrate = int(codec.removeprefix("opus"))
     samples = pcm16le_to_float32(pcm)
     packets = list(opus_packets(samples, bitrate=bitrate, frame_ms=frame_ms))
-    return packets, frame_ms, StreamRequest(codec=AudioCodec.OPUS, frame_ms=frame_ms)
+    request = StreamRequest(codec=AudioCodec.OPUS, frame_ms=frame_ms, endpointing=endpointing)
+    return packets, frame_ms, request
 
 
 async def one_stream(
@@ -292,6 +322,7 @@ def counters() -> dict[str, float]:
     out["engine_s"] = sum(metric("voxwire_stream_engine_seconds_total", kind=k) for k in kinds)
     out["likely_decoded"] = metric("voxwire_stream_engine_calls_total", kind="likely_final")
     out["likely_used"] = metric("voxwire_stream_finals_total", how="likely")
+    out["likely_early"] = metric("voxwire_stream_finals_total", how="early")
     return out
 
 
@@ -310,8 +341,9 @@ async def bench(
 ) -> list[dict]:
     """Each level of each mode on one platform; ``frame_ms``: the Opus packets' length."""
     config, *overrides = config.split("+")
+    config, _, policy = config.partition("~")
     config, _, codec = config.partition("/")
-    sent = encoded(run.pcm, codec, frame_ms)
+    sent = encoded(run.pcm, codec, frame_ms, policy)
     rest, _, engines = config.partition("@")
     engine, _, batch = rest.partition(":")
     with tempfile.TemporaryDirectory() as tmp:
@@ -360,6 +392,8 @@ async def one_level(
         "kbit_s": sum(map(len, sent[0])) * 8 / (len(sent[0]) * sent[1]),
         "sentences": len(run.sentences) * len(runs),
         "missed": sum(m for _, m in measured),
+        "split": sum(r.splits(run.sentences) for r in runs),
+        "continued": sum(r.continued() for r in runs),
         "final_p50_s": pct(latencies, 50),
         "final_p95_s": pct(latencies, 95),
         "final_max_s": max(latencies, default=float("nan")),
@@ -392,21 +426,22 @@ def report(results: dict[str, list[dict]], offline: float, sentences: list[Sente
     print(
         f"{'engine':<26}{'mode':<10}{'streams':>7}{'final p50':>10}{'p95':>7}{'max':>7}"
         f"{'missed':>7}{'1st part':>9}{'lag':>6}{'CPU':>6}{'cores':>10}{'engine':>7}"
-        f"{'wait p50':>9}{'p95':>7}{'partials t/s/p':>16}{'likely u/d':>11}{'WER':>7}{'max':>6}"
+        f"{'wait p50':>9}{'p95':>7}{'partials t/s/p':>16}{'likely e/u/d':>13}{'WER':>7}{'max':>6}"
+        f"{'kbit/s':>7}{'split':>6}{'cont':>5}"
     )
     for config, rows in results.items():
         for r in rows:
             cores = "/".join(f"{c:.0f}" for c in r["core_busy_percent"])
             partials = "/".join(f"{r[f'partials_{o}']:.0f}" for o in PARTIAL_OUTCOMES)
-            likely = f"{r['likely_used']:.0f}/{r['likely_decoded']:.0f}"
+            likely = f"{r['likely_early']:.0f}/{r['likely_used']:.0f}/{r['likely_decoded']:.0f}"
             print(
                 f"{config:<26}{r['mode']:<10}{r['streams']:>7}{r['final_p50_s']:>9.2f}s"
                 f"{r['final_p95_s']:>6.2f}s{r['final_max_s']:>6.2f}s{r['missed']:>7}"
                 f"{r['first_partial_p50_s']:>8.2f}s{r['max_lag_ms'] / 1000:>5.1f}s"
                 f"{r['cpu_percent']:>5.0f}%{cores:>10}{100 * r['engine_busy']:>6.0f}%"
                 f"{r['final_wait_p50_ms'] / 1000:>8.2f}s{r['final_wait_p95_ms'] / 1000:>6.2f}s"
-                f"{partials:>16}{likely:>11}{statistics.fmean(r['wer']):>7.3f}{max(r['wer']):>6.3f}"
-                f"{r['kbit_s']:>7.0f}"
+                f"{partials:>16}{likely:>13}{statistics.fmean(r['wer']):>7.3f}{max(r['wer']):>6.3f}"
+                f"{r['kbit_s']:>7.0f}{r['split']:>6}{r['continued']:>5}"
             )
     print(f"offline WER (faster-whisper) on the same utterances: {offline:.3f}")
     for config, rows in results.items():
@@ -436,11 +471,10 @@ def main() -> int:
     parser.add_argument("--streams", default="1,2,4,8,16", help="concurrency levels")
     parser.add_argument(
         "--engines",
-        default="faster-whisper,faster-whisper@1",
-        help="engine[:batch_finals][@stream_engines][/opus<bitrate>][+setting=value] per run, "
-        "the first "
-        "compared with the others, e.g. faster-whisper,whispercpp,faster-whisper@1,"
-        "faster-whisper/opus16000",
+        default="faster-whisper~fast,faster-whisper",
+        help="engine[:batch_finals][@stream_engines][/opus<bitrate>][~policy][+setting=value] "
+        "per run, the first compared with the others, e.g. faster-whisper,whispercpp,"
+        "faster-whisper@1,faster-whisper/opus16000,faster-whisper~fast",
     )
     parser.add_argument("--seed", type=int, default=7, help="for the random start offsets")
     parser.add_argument("--json", type=Path, help="also write the figures here")

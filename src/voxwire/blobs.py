@@ -53,6 +53,10 @@ class BlobStore(Protocol):
         """Remove a blob; nothing happens when there is none."""
         ...
 
+    def delete_session(self, sid: str) -> int:
+        """Remove every blob of ``sid`` (audio, parts, archive); how many there were."""
+        ...
+
 
 class LocalBlobStore:
     def __init__(self, root: Path) -> None:
@@ -94,6 +98,17 @@ class LocalBlobStore:
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+    def delete_session(self, sid: str) -> int:
+        folder = self.root / validate_sid(sid)
+        if not folder.is_dir():
+            return 0
+        removed = 0
+        for child in folder.iterdir():  # names are flat: blob_key allows no folders
+            child.unlink(missing_ok=True)
+            removed += 1
+        folder.rmdir()
+        return removed
 
 
 class S3BlobStore:
@@ -165,6 +180,12 @@ class S3BlobStore:
             self._s3.delete_object(Bucket=self._bucket, Key=self._object(key))
         except Exception as exc:
             raise BlobError(f"cannot delete {key} from bucket {self._bucket}: {exc}") from exc
+
+    def delete_session(self, sid: str) -> int:
+        names = self.names(sid, "")
+        for name in names:
+            self.delete(blob_key(sid, name))
+        return len(names)
 
 
 def open_blob_store(settings: Settings) -> BlobStore:

@@ -24,6 +24,7 @@ from voxwire.bridge.queries import QueryService
 from voxwire.bus import MemoryBus
 from voxwire.core.config import Settings
 from voxwire.search.sqlite_fts import SqliteSearchIndex
+from voxwire.sessions.deletion import SessionEraser
 from voxwire.sessions.parts import PartUploads, upload_sid
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import UploadService
@@ -70,8 +71,9 @@ class Bridge:
         uploads = UploadService(settings, self.store, self.bus, self.blobs)
         parts = PartUploads(self.blobs, uploads, self.store)
         index = SqliteSearchIndex(tmp_path / "search.sqlite3")
+        eraser = SessionEraser(self.store, self.blobs, index, self.bus)
         self.service = QueryService(
-            self.bus, self.store, index, self.answers, streams, parts, settings
+            self.bus, self.store, index, self.answers, streams, parts, settings, eraser
         )
         self.key = generate_key()
         self.tenant: Tenant | None = None
@@ -281,3 +283,38 @@ async def test_a_device_key_opens_sessions_and_reads_only_its_own_transcripts(
     await ask(one.key_id, "rec-done", json.dumps(finish).encode())
     uploaded = await store.get_session(upload_sid(one.key_id, "rec"))
     assert uploaded is not None and uploaded.key_id == one.key_id
+
+
+async def test_a_device_deletes_its_session_over_mqtt(bridge: Bridge) -> None:
+    store = bridge.store
+    assert bridge.tenant is not None
+    one, two = generate_key(), generate_key()
+    await store.add_api_key(bridge.tenant.id, one, "mic-one", "device")
+    await store.add_api_key(bridge.tenant.id, two, "mic-two", "device")
+    asked = 0
+
+    async def ask(key_id: str, qid: str, body: dict[str, str]) -> QueryResult:
+        nonlocal asked
+        await bridge.ask(key_id, qid, json.dumps(body).encode())
+        asked += 1
+        return await bridge.answered(asked)
+
+    audio = bridge.bus.subscribe(AUDIO_TOPIC, "worker")
+    opened = await ask(one.key_id, "open", {"op": "open_stream"})
+    assert opened.stream is not None, opened
+    sid = opened.stream.sid
+    await audio.next()  # the stream's start
+    delete = {"op": "delete_session", "sid": sid}
+    refused = await ask(two.key_id, "del-two", delete)
+    assert refused.deleted is None and refused.error is not None
+    assert refused.error.code == "not_found"
+    assert await store.get_session(sid) is not None
+    deleted = await ask(one.key_id, "del", delete)
+    assert deleted.error is None and deleted.deleted is not None and deleted.deleted.sid == sid
+    end = decode_audio_record((await asyncio.wait_for(audio.next(), 5)).value)
+    assert end.kind == "publish" and end.topic == f"audio/{sid}/control"  # the stream ended
+    assert await store.get_session(sid) is None
+    read = await ask(one.key_id, "read", {"op": "transcript", "sid": sid})
+    assert read.error is not None and read.error.code == "not_found"
+    again = await ask(one.key_id, "del-again", delete)  # at least once delivery
+    assert again.deleted is not None and again.error is None

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 import srt
 import webvtt
@@ -115,6 +116,17 @@ def test_a_finished_upload_offers_its_transcript_as_text_and_subtitles(
     assert normalize(" ".join(s.content for s in srt.parse(files["srt"]))) == said
     captions = webvtt.from_buffer(io.StringIO(files["vtt"]))
     assert normalize(html.unescape(" ".join(c.text for c in captions))) == said
+
+    # and the user can delete it: once confirmed, nothing of it is served any more
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#upload-view .downloads button.delete")
+    page.wait_for_selector("#upload-view .session[data-deleted=true]", timeout=20_000)
+    steps.shot(page, "deleted")
+    assert not segments_of(page, "#upload-view")
+    headers = {"Authorization": f"Bearer {web_platform.api_key}"}
+    for path in ("", "/transcript", "/audio"):
+        answer = httpx.get(f"{web_platform.url}/v1/sessions/{sid}{path}", headers=headers)
+        assert answer.status_code == 404, (path, answer.status_code)
 
 
 KEEP_PARTIALS = """() => {

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -433,6 +434,78 @@ async def test_a_next_cancelled_as_its_records_arrive_loses_nothing(
     subscription._hand_over = hand_over  # type: ignore[method-assign]
     again = await take(subscription, 3)
     assert [r.value for r in again] == [b"0", b"1", b"2"]
+
+
+async def test_a_consumer_thread_that_stops_going_round_is_stuck_until_it_does(
+    kafka: Kafka,
+) -> None:
+    """Liveness: a call on the consumer thread that hangs (here its command
+    intake, held for 3 s) makes the bus report the consumer stuck, by topic and
+    group, once ``stall_s`` has passed; it is not once the thread goes round again."""
+    options = KafkaOptions(consumer=ConsumerOptions(stall_s=1.0))
+    bus = KafkaBus(kafka.bootstrap, options=options)
+    topic, group = kafka.topic(), kafka.group()
+    subscription = bus.subscribe(topic, group)
+    try:
+        await wait_until(lambda: subscription.assignment == frozenset({0}))
+        assert bus.stuck() is None
+        release = threading.Event()
+        take_commands = subscription._take_commands
+
+        def hanging() -> None:
+            release.wait(10)
+            subscription._take_commands = take_commands  # type: ignore[method-assign]
+            take_commands()
+
+        subscription._take_commands = hanging  # type: ignore[method-assign]
+        await wait_until(lambda: bus.stuck() is not None, timeout=10)
+        why = bus.stuck()
+        assert why is not None and topic in why and group in why and "stuck for" in why
+        release.set()
+        await wait_until(lambda: bus.stuck() is None, timeout=10)
+    finally:
+        await bus.close()
+
+
+async def test_a_consumer_that_gets_nothing_while_records_wait_is_replaced(
+    kafka: Kafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fetcher that stops without an error (here its partition paused behind
+    the subscription's back): records wait, none come; after ``idle_s``, once
+    the statistics show the lag, a new consumer joins and delivers them."""
+    options = KafkaOptions(
+        consumer=ConsumerOptions(session_timeout_ms=6_000, heartbeat_interval_ms=2_000, idle_s=2.0)
+    )
+    bus = KafkaBus(kafka.bootstrap, options=options)
+    topic = kafka.topic()
+    subscription = bus.subscribe(topic, kafka.group())
+    renewals = "voxwire_kafka_consumer_renewals_total"
+    before = REGISTRY.get_sample_value(renewals, {"topic": topic, "reason": "idle"}) or 0.0
+    try:
+        await bus.produce(topic, "sid", b"0")
+        first = await take(subscription, 1)
+        assert [r.value for r in first] == [b"0"]
+        await subscription.commit(*first)
+        take_commands = subscription._take_commands
+
+        def pause_then_go_on() -> None:  # once, on the consumer thread
+            consumer = subscription._consumer
+            consumer.pause(consumer.assignment())
+            subscription._take_commands = take_commands  # type: ignore[method-assign]
+            take_commands()
+
+        subscription._take_commands = pause_then_go_on  # type: ignore[method-assign]
+        await asyncio.sleep(1.0)
+        for n in range(1, 4):
+            await bus.produce(topic, "sid", str(n).encode())
+        with caplog.at_level(logging.WARNING, logger="voxwire.bus.kafka_consumer"):
+            later = await take(subscription, 3, timeout=45)
+        assert [r.value for r in later] == [b"1", b"2", b"3"]
+        after = REGISTRY.get_sample_value(renewals, {"topic": topic, "reason": "idle"})
+        assert after == before + 1
+        assert any("records wait, none came in 2 s" in r.getMessage() for r in caplog.records)
+    finally:
+        await bus.close()
 
 
 async def test_producing_to_a_missing_topic_raises_bus_error(kafka: Kafka) -> None:

@@ -3,6 +3,7 @@ platform answers with partials, finals and matches on the session topics."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import httpx
@@ -22,7 +23,7 @@ from tests.helpers import SAME_WORDS_MARGIN, Listener, PlatformThread
 from voxwire.audio.codecs import opus_packets
 from voxwire.audio.decoding import decode, pcm16le_to_float32
 from voxwire_client import ApiError, AudioCodec, Client, PromptSpec, StreamRequest, pcm_chunks
-from voxwire_client.messages import ErrorMessage, Message
+from voxwire_client.messages import ErrorMessage, Message, SegmentMessage
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -87,6 +88,39 @@ def test_an_opus_stream_transcribes_like_pcm_and_outlives_bad_packets(
     opus_wer, pcm_wer = corpus_wer(refs, heard), corpus_wer(refs, linear_heard)
     print(f"{sent} bytes of Opus, {len(pcm)} of PCM; WER {opus_wer:.3f} vs {pcm_wer:.3f}")
     assert word_errors(refs, heard) <= word_errors(refs, linear_heard) + SAME_WORDS_MARGIN
+
+
+def test_fast_endpointing_keeps_the_words_and_marks_what_continues(
+    platform: PlatformThread,
+) -> None:
+    """The fast policy, asked for in the request's JSON as devices send it: the
+    same words as the balanced default on the same speech, every utterance
+    closed, and a final marked ``continues`` only right after the one it goes on."""
+    pcm, spans, refs = joined_utterances()
+    events: list[Message] = []
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        fast = client.stream(
+            pcm_chunks(pcm),
+            StreamRequest.model_validate({"endpointing": "fast"}),
+            speed=3,
+            on_event=events.append,
+        )
+        balanced = client.stream(pcm_chunks(pcm), StreamRequest(), speed=3)
+    finals = [m.segment for m in events if isinstance(m, SegmentMessage) and m.type == "final"]
+    assert [s.text for s in fast.segments] == [s.text for s in finals]
+    for before, segment in itertools.pairwise(finals):
+        if segment.continues:  # it begins where the final it goes on with ended
+            assert segment.start_ms - before.end_ms < 600, (before, segment)
+    utterances = [s for s in finals if not s.continues]
+    assert len(utterances) >= len(UTTERANCES) - 1, [s.text for s in finals]
+    shown = [(s.start_ms, s.end_ms, s.continues, s.text) for s in finals]
+    for start, end in spans:  # each utterance is closed by a final of its own
+        assert any(start < s.end_ms <= end + 500 for s in finals), (start, end, shown)
+    heard, baseline = [s.text for s in finals], [s.text for s in balanced.segments]
+    early = sum(1 for s in finals if s.continues)
+    print(f"fast WER {corpus_wer(refs, heard):.3f}, balanced {corpus_wer(refs, baseline):.3f}")
+    print(f"{len(finals)} finals, {early} continuing the one before")
+    assert word_errors(refs, heard) <= word_errors(refs, baseline) + SAME_WORDS_MARGIN
 
 
 def _offline_texts(platform: PlatformThread) -> list[str]:

@@ -103,6 +103,27 @@ def test_txt_is_a_line_per_segment_with_speakers() -> None:
     assert render([], TranscriptFormat.SRT) == "" and to_vtt([]) == "WEBVTT\n"
 
 
+def test_txt_joins_a_live_final_that_continues_the_one_before() -> None:
+    segments = [
+        _segment(0, 0, 2000, "It was late.", speaker="S1"),
+        _segment(1, 2000, 3000, "And dark.", speaker="S1", continues=True),
+        _segment(2, 3000, 4000, "Yes.", speaker="S2", continues=True),  # another voice
+        _segment(3, 5000, 6000, "Next one."),
+    ]
+    assert to_txt(segments).splitlines() == [
+        "S1: It was late. And dark.",
+        "S2: Yes.",
+        "Next one.",
+    ]
+    # subtitles keep each final's own cue, timed by it
+    assert [c.lines for c in cues(segments)] == [
+        ("It was late.",),
+        ("And dark.",),
+        ("Yes.",),
+        ("Next one.",),
+    ]
+
+
 def test_a_word_longer_than_a_line_stands_alone() -> None:
     long = "x" * 60
     assert [c.lines for c in cues([_segment(0, 0, 1000, f"a {long} b")])] == [("a", long), ("b",)]

@@ -2,8 +2,9 @@
 read a transcript), from ``prompt.queries``; answers on the broker.
 
 A client publishes a :class:`~voxwire_client.api.SearchQuery`, an
-:class:`~voxwire_client.api.OpenStream` or a
-:class:`~voxwire_client.api.GetTranscript` on ``query/<key id>/<qid>/request``
+:class:`~voxwire_client.api.OpenStream`, a
+:class:`~voxwire_client.api.GetTranscript` or a
+:class:`~voxwire_client.api.DeleteSession` on ``query/<key id>/<qid>/request``
 (the id of its own API key: the broker lets each key use its own query topics
 and no others) and subscribes to ``query/<key id>/<qid>/result``. The ingest
 moves requests onto the ``prompt.queries`` topic (key = key id); this service
@@ -53,6 +54,7 @@ from voxwire.bus import Bus, Record, commit_or_warn
 from voxwire.core.config import Settings
 from voxwire.core.errors import NotFoundError, RecordError, VoxwireError
 from voxwire.search import SearchIndex
+from voxwire.sessions.deletion import Actor, Reason, SessionEraser
 from voxwire.sessions.parts import PartUploads, stream_sid
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.views import endpoints, session_info, stream_created, transcript_of
@@ -60,6 +62,7 @@ from voxwire.store import Store
 from voxwire.wire.records import decode_client_publish
 from voxwire.wire.topics import QUERIES_TOPIC
 from voxwire_client.api import (
+    DeleteSession,
     ErrorBody,
     FinishUpload,
     GetTranscript,
@@ -67,6 +70,7 @@ from voxwire_client.api import (
     QueryResult,
     SearchQuery,
     SessionCreated,
+    SessionDeleted,
     SessionRequest,
     UploadStatus,
 )
@@ -78,7 +82,7 @@ QUERIES_GROUP = "voxwire-queries"
 RESULT_EXPIRY_S = 60
 
 
-Request = OpenStream | GetTranscript | UploadStatus | FinishUpload
+Request = OpenStream | GetTranscript | UploadStatus | FinishUpload | DeleteSession
 _SESSION_REQUEST: TypeAdapter[Request] = TypeAdapter(SessionRequest)
 
 
@@ -134,6 +138,7 @@ class QueryService:
         streams: StreamService,
         parts: PartUploads,
         settings: Settings,
+        eraser: SessionEraser,
     ) -> None:
         self._bus = bus
         self._store = store
@@ -142,6 +147,7 @@ class QueryService:
         self._streams = streams
         self._parts = parts
         self._settings = settings
+        self._eraser = eraser
         self.answered = 0
 
     async def run(self) -> None:
@@ -242,10 +248,22 @@ class QueryService:
             session = await self._streams.start(tenant, request.stream, sid=sid, key=key)
             log.info("stream %s opened over MQTT (key %s)", session.sid, key.key_id)
             return QueryResult(qid=qid, stream=stream_created(self._settings, session))
+        if isinstance(request, DeleteSession):
+            return await self._delete(key, qid, request.sid)
         found = await self._store.get_session(request.sid)
         if found is None or not owns(key_principal(key), found.owner):
             raise NotFoundError(f"no session {request.sid}", sid=request.sid)
         return QueryResult(qid=qid, transcript=await transcript_of(self._store, found))
+
+    async def _delete(self, key: KeyGrant, qid: str, sid: str) -> QueryResult:
+        """Delete a session of the key's (a device key: one it opened); asked
+        again (at least once delivery), a deleted session answers the same."""
+        state = await self._store.session_state(sid)
+        if state is None or not owns(key_principal(key), state.session.owner):
+            raise NotFoundError(f"no session {sid}", sid=sid)
+        await self._eraser.delete(state, Actor(key.tenant_id, key.key_id), Reason.REQUEST)
+        log.info("session %s deleted over MQTT (key %s)", sid, key.key_id)
+        return QueryResult(qid=qid, deleted=SessionDeleted(sid=sid))
 
 
 def _error(

@@ -13,6 +13,8 @@ delivered again and its repeats are skipped by seq.
 Metrics: messages relayed by type, error messages by code, each message's
 delivery latency (its server timestamp to the broker's acknowledgement) and,
 for live finals, their latency from the end of their audio.
+The results of a deleted session are dropped, neither stored nor published
+(:mod:`voxwire.sessions.deletion`).
 Storing first means a client that sees ``seq`` N can always fetch everything
 up to N from the history API. The batch size bounds
 the work in flight: a slow broker slows the relay instead of growing a queue.
@@ -24,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from pydantic import ValidationError
@@ -64,6 +66,8 @@ class MessageSink(Protocol):
 
     async def record_messages(self, messages: list[Message]) -> int: ...
 
+    async def deleted_among(self, sids: Collection[str]) -> set[str]: ...
+
 
 class ResultRelay:
     def __init__(
@@ -100,6 +104,7 @@ class ResultRelay:
                             record.key,
                             record.offset,
                         )
+                messages = await self._of_live_sessions(messages)
                 acked = await self._store_and_send(messages)
                 self.relayed += len(messages)
                 previous = in_flight[-1] if in_flight else None
@@ -111,6 +116,14 @@ class ResultRelay:
         finally:
             await asyncio.gather(*in_flight, return_exceptions=True)
             await subscription.close()
+
+    async def _of_live_sessions(self, messages: list[Message]) -> list[Message]:
+        """``messages`` less those of deleted sessions (what a worker emitted after
+        the deletion): neither stored nor published."""
+        if messages and (deleted := await self._store.deleted_among({m.sid for m in messages})):
+            log.info("relay: dropped the results of %d deleted sessions", len(deleted))
+            return [m for m in messages if m.sid not in deleted]
+        return messages
 
     async def _store_and_send(self, messages: list[Message]) -> asyncio.Future[None] | None:
         """Store the batch, then queue its publishes."""

@@ -40,11 +40,23 @@ const RATE_LIMIT_RETRIES = 5;
  * @property {string} [language]  a code such as "de", or "auto" to detect it
  * @property {string} [model]  one of the models the platform serves (GET /healthz)
  * @property {PromptSpec[]} [prompts]
+ * @property {"fast" | "balanced" | "patient" | {policy?: "fast" | "balanced" | "patient",
+ *   min_silence_ms?: number, min_speech_ms?: number, partial_interval_s?: number,
+ *   max_segment_s?: number, vad_threshold?: number}} [endpointing]  when a final is decided:
+ *   "fast" sends a finished sentence's final 200 ms into the pause (a final marked `continues`
+ *   follows if the speaker goes on), "balanced" after min_silence_ms, "patient" after 1000 ms
  * @property {number} [min_silence_ms]
  * @property {number} [partial_interval_s]
  * @property {"off" | "mask" | "entity" | "numbers"} [redact]
- * @property {"pcm16" | "opus"} [codec]  how chunks hold the audio: PCM16LE 16 kHz mono, or one Opus packet each
- * @property {10 | 20 | 40 | 60 | 80 | 100 | 120} [frame_ms]  with opus: each packet's duration
+ * @property {boolean} [keep_original_audio]  with redaction: keep the audio as recorded too, for the owner
+ * @property {"pcm16" | "opus" | "mulaw" | "alaw"} [encoding]  how chunks hold the audio: PCM16LE
+ *   (16 kHz unless sample_rate says otherwise), one Opus packet each, or G.711 (8 kHz unless
+ *   sample_rate says otherwise)
+ * @property {"pcm16" | "opus" | "mulaw" | "alaw"} [codec]  the earlier name of encoding
+ * @property {number} [sample_rate]  pcm16: 8000, 16000 or 48000; mulaw/alaw: 8000 or 16000;
+ *   opus: the encoder's (8000-48000)
+ * @property {number} [frame_ms]  with opus: each packet's duration (10, 20, 40, 60, 80, 100 or
+ *   120); with pcm16 and G.711: the chunks' usual length (10-1000)
  * @property {boolean} [diarize]  label each final with its speaker (S1, S2...); never relabelled
  * @property {number} [max_speakers]  with diarize: at most this many speakers (1-20)
  * @property {string[]} [vocabulary]  words to expect, written as given (at most 50)
@@ -155,10 +167,11 @@ export class Gateway {
    * `minSpeakers`/`maxSpeakers` when given. `vocabulary`: words to expect (names,
    * product terms), written as given. `task: "translate"`: the text in English, from
    * any language a multilingual model knows (an English-only model refuses with a 400).
+   * `keepOriginalAudio` (with redaction): keep the audio as recorded too, for the owner.
    * @param {{prompts?: (string | PromptSpec)[], redact?: "off" | "mask" | "entity" | "numbers",
    *   language?: string, model?: string, filename?: string, diarize?: boolean,
    *   minSpeakers?: number, maxSpeakers?: number, vocabulary?: string[],
-   *   task?: "transcribe" | "translate"}} [options]
+   *   task?: "transcribe" | "translate", keepOriginalAudio?: boolean}} [options]
    * @returns {Promise<SessionCreated>}
    */
   upload(
@@ -174,6 +187,7 @@ export class Gateway {
       maxSpeakers,
       vocabulary = [],
       task,
+      keepOriginalAudio,
     } = {},
   ) {
     const form = new FormData();
@@ -188,6 +202,7 @@ export class Gateway {
     if (maxSpeakers != null) form.set("max_speakers", String(maxSpeakers));
     if (vocabulary.length) form.set("vocabulary", JSON.stringify(vocabulary));
     if (task) form.set("task", task);
+    if (keepOriginalAudio) form.set("keep_original_audio", "true");
     return this.json("POST", "/v1/sessions", { body: form });
   }
 
@@ -211,6 +226,17 @@ export class Gateway {
   /** @param {string} sid @returns {Promise<SessionInfo>} */
   session(sid) {
     return this.json("GET", `/v1/sessions/${validateSid(sid)}`);
+  }
+
+  /**
+   * Delete the session everywhere: its audio, transcripts, messages, search entries
+   * and retained messages (a live stream is ended first). Deleting it again
+   * succeeds; anything else about it answers 404 from now on. Needs an API key.
+   * @param {string} sid
+   * @returns {Promise<void>}
+   */
+  async deleteSession(sid) {
+    await this.request("DELETE", `/v1/sessions/${validateSid(sid)}`);
   }
 
   /** @param {number} [limit] @returns {Promise<SessionInfo[]>} */
@@ -258,9 +284,18 @@ export class Gateway {
     return (await this.request("GET", path, { query: { format } })).text();
   }
 
-  /** The session's uploaded audio. @param {string} sid @returns {Promise<Blob>} */
-  async audio(sid) {
-    return (await this.request("GET", `/v1/sessions/${validateSid(sid)}/audio`)).blob();
+  /**
+   * The session's audio: the upload as it came, else WAV; a redacted session's with the
+   * redacted spans silenced. `original: true`: a redacted session's audio as recorded,
+   * when it was kept (`keep_original_audio`), for an API key (a session token gets 403).
+   * @param {string} sid
+   * @param {{original?: boolean}} [options]
+   * @returns {Promise<Blob>}
+   */
+  async audio(sid, { original = false } = {}) {
+    const path = `/v1/sessions/${validateSid(sid)}/audio`;
+    const query = original ? { original: "true" } : undefined;
+    return (await this.request("GET", path, { query })).blob();
   }
 
   /**

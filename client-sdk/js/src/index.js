@@ -159,6 +159,11 @@ export class VoxwireClient {
     return this.gateway.transcriptAs(...args);
   }
 
+  /** Delete a session everywhere (its owner's key): audio, transcripts, search, messages. */
+  deleteSession(/** @type {string} */ sid) {
+    return this.gateway.deleteSession(sid);
+  }
+
   audio(/** @type {string} */ sid) {
     return this.gateway.audio(sid);
   }

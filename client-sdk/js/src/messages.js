@@ -33,6 +33,8 @@
  * @property {string | null} [model] the model that transcribed it
  * @property {"transcribe" | "translate"} [task] translate: the text is in English, `language` the one spoken
  * @property {Word[]} [words] word times and confidence, in order (finals only; empty where none)
+ * @property {boolean} [continues] a live final that goes on with the utterance of the final
+ *   before (that one was decided early, endpointing policy "fast"): show it on the same line
  */
 
 /**

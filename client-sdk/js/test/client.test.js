@@ -56,6 +56,16 @@ describe("Gateway", () => {
     assert.equal(requests[1].url, "http://gw/v1/sessions/s_1/transcript?version=1");
   });
 
+  it("deletes a session, and reports a session that is not the caller's", async () => {
+    const requests = [];
+    const answers = [new Response(null, { status: 204 }), Response.json({ code: "not_found", message: "no session s_2" }, { status: 404 })];
+    const fetch = async (url, init) => (requests.push({ url: String(url), ...init }), answers.shift());
+    const gateway = new Gateway({ url: "http://gw", credential: "k", fetch });
+    assert.equal(await gateway.deleteSession("s_1"), undefined);
+    assert.deepEqual([requests[0].method, requests[0].url], ["DELETE", "http://gw/v1/sessions/s_1"]);
+    await assert.rejects(gateway.deleteSession("s_2"), (error) => error instanceof VoxwireApiError && error.status === 404);
+  });
+
   it("says what to do when the gateway cannot be reached", async () => {
     const gateway = new Gateway({ url: "http://gw", credential: "k", fetch: async () => { throw new TypeError("fetch failed"); } });
     await assert.rejects(gateway.session("s_1"), { code: "unreachable", hint: /make run/ });

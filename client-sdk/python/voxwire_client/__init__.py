@@ -53,6 +53,7 @@ __all__ = [
 
 from voxwire_client.api import (
     AudioCodec,
+    AudioEncoding,
     PromptChange,
     PromptSpec,
     RedactMode,
@@ -65,18 +66,23 @@ from voxwire_client.api import (
     TranscriptFormat,
 )
 from voxwire_client.client import AsyncClient, Transcript, pcm_chunks
+from voxwire_client.options import Endpointing, EndpointingPolicy, SessionOptions
 from voxwire_client.sync import Client
 
 __all__ += [
     "AsyncClient",
     "AudioCodec",
+    "AudioEncoding",
     "Client",
+    "Endpointing",
+    "EndpointingPolicy",
     "PromptChange",
     "PromptSpec",
     "RedactMode",
     "SearchHit",
     "SearchPage",
     "SearchQuery",
+    "SessionOptions",
     "StreamRequest",
     "TokenRequest",
     "TokenResponse",

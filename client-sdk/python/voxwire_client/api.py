@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -15,6 +16,10 @@ from pydantic import (
     model_validator,
 )
 
+from voxwire_client.encodings import NATIVE_RATES, check_format
+from voxwire_client.encodings import OPUS_FRAME_MS as OPUS_FRAME_MS
+from voxwire_client.encodings import AudioCodec as AudioCodec
+from voxwire_client.encodings import AudioEncoding as AudioEncoding
 from voxwire_client.messages import MatchData as MatchData
 from voxwire_client.messages import Message, SegmentData, SessionStatus, Task, TaskField
 from voxwire_client.options import (
@@ -107,7 +112,7 @@ class ErrorBody(_Model):
 
 
 class Health(_Model):
-    status: str
+    status: str = Field(description="ok; stuck (HTTP 503) when a part stopped making progress")
     version: str
     mode: str
     workers: int
@@ -122,26 +127,28 @@ class Health(_Model):
         default_factory=dict,
         description="language -> the model of a session that names none ('*': the others)",
     )
-
-
-class AudioCodec(StrEnum):
-    """How a live stream's chunks hold its audio: ``pcm16``, PCM16LE 16 kHz mono
-    (256 kbit/s); ``opus``, one Opus packet per chunk (RFC 6716, mono, e.g.
-    16-24 kbit/s for links that cannot carry PCM)."""
-
-    PCM16 = "pcm16"
-    OPUS = "opus"
-
-
-OPUS_FRAME_MS = (10, 20, 40, 60, 80, 100, 120)
-"""The Opus packet durations a stream may declare."""
+    problems: dict[str, str] = Field(
+        default_factory=dict,
+        description="with status stuck: what stopped making progress and how (engines, "
+        "event loop, consumers)",
+    )
 
 
 def _flat_endpointing_in_schema(schema: dict[str, Any]) -> None:
     """The JSON Schema says what :meth:`StreamRequest._flat_endpointing` takes, and
     what :class:`SessionOptions` does."""
     diarize_flag_in_schema(schema)
+    schema["properties"].setdefault(
+        "codec",
+        {
+            "type": "string",
+            "enum": [e.value for e in AudioEncoding],
+            "description": "the earlier name of encoding",
+        },
+    )
     for name, field in Endpointing.model_fields.items():
+        if name not in ENDPOINTING_FIELDS:
+            continue
         schema["properties"].setdefault(
             name, {"type": "number", "description": f"{field.description} (as endpointing.{name})"}
         )
@@ -149,9 +156,12 @@ def _flat_endpointing_in_schema(schema: dict[str, Any]) -> None:
 
 class StreamRequest(SessionOptions):
     """Start a live stream: ``POST /v1/streams``. Then publish chunks on
-    ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB): PCM16LE
-    16 kHz mono (e.g. 100 ms = 3200 bytes), or with ``codec="opus"`` one Opus
-    packet of ``frame_ms`` each; then ``{"type": "end"}`` on ``audio/<sid>/control``.
+    ``audio/<sid>/chunk/<n>`` (n = 0, 1, 2, ...; QoS 1; well under 1 MB) in the
+    stream's ``encoding`` at its ``sample_rate`` (:mod:`voxwire_client.encodings`):
+    by default PCM16LE 16 kHz mono (e.g. 100 ms = 3200 bytes), with
+    ``encoding="mulaw"`` G.711 at 8 kHz (20 ms = 160 bytes), with ``"opus"`` one
+    Opus packet of ``frame_ms`` each; then ``{"type": "end"}`` on ``audio/<sid>/control``.
+    ``codec`` is accepted for ``encoding``, as requests named it before.
     A live stream finds its speakers as they come: ``diarize`` takes ``max_speakers``
     only."""
 
@@ -160,12 +170,24 @@ class StreamRequest(SessionOptions):
     endpointing: Endpointing = Field(
         default_factory=Endpointing, description="when an utterance ends (the defaults: fine)"
     )
-    codec: AudioCodec = Field(default=AudioCodec.PCM16, description="how the chunks hold the audio")
+    encoding: AudioEncoding = Field(
+        default=AudioEncoding.PCM16,
+        validation_alias=AliasChoices("encoding", "codec"),
+        description="how the chunks hold the audio: pcm16, opus, mulaw or alaw "
+        "(also accepted as codec)",
+    )
+    sample_rate: int | None = Field(
+        default=None,
+        description="samples per second of the chunks: pcm16 8000, 16000 or 48000; mulaw and "
+        "alaw 8000 or 16000; opus the encoder's (8000-48000). None: pcm16 16000, mulaw and "
+        "alaw 8000, opus 48000",
+    )
     frame_ms: int = Field(
         default=20,
-        description="with codec opus: the duration of each chunk's packet, one of "
+        description="with opus: the duration of each chunk's packet, one of "
         + ", ".join(map(str, OPUS_FRAME_MS))
-        + " ms; a packet that does not decode is replaced by this much silence",
+        + " ms, a packet that does not decode is replaced by this much silence; "
+        "with pcm16, mulaw and alaw: the chunks' usual length (10-1000 ms)",
     )
 
     @model_validator(mode="before")
@@ -176,17 +198,37 @@ class StreamRequest(SessionOptions):
             return data
         flat = {k: v for k, v in data.items() if k in ENDPOINTING_FIELDS}
         nested = data.get("endpointing") or {}
+        if isinstance(nested, str):  # a policy alone
+            nested = {"policy": nested}
         if isinstance(nested, Endpointing):
             nested = nested.model_dump(exclude_unset=True)
         rest = {k: v for k, v in data.items() if k not in ENDPOINTING_FIELDS}
         return {**rest, "endpointing": {**nested, **flat}}
 
-    @field_validator("frame_ms")
+    @model_validator(mode="before")
     @classmethod
-    def _opus_frame(cls, frame_ms: int) -> int:
-        if frame_ms not in OPUS_FRAME_MS:
-            raise ValueError(f"frame_ms must be one of {OPUS_FRAME_MS}, not {frame_ms}")
-        return frame_ms
+    def _one_encoding(cls, data: Any) -> Any:
+        """``codec`` (the name before ``encoding``) and ``encoding`` may not disagree."""
+        if isinstance(data, dict) and "codec" in data and "encoding" in data:
+            if data["codec"] != data["encoding"]:
+                raise ValueError("give encoding only (codec is its earlier name)")
+            data = {k: v for k, v in data.items() if k != "codec"}
+        return data
+
+    @model_validator(mode="after")
+    def _format(self) -> StreamRequest:
+        check_format(self.encoding, self.rate, self.frame_ms)
+        return self
+
+    @property
+    def rate(self) -> int:
+        """The chunks' sample rate: ``sample_rate``, or the encoding's own."""
+        return self.sample_rate or NATIVE_RATES[self.encoding]
+
+    @property
+    def codec(self) -> AudioEncoding:
+        """``encoding``, by its earlier name."""
+        return self.encoding
 
     @field_validator("diarize")
     @classmethod
@@ -353,6 +395,24 @@ class GetTranscript(_Model):
     sid: Annotated[str, AfterValidator(validate_sid)]
 
 
+class DeleteSession(_Model):
+    """Delete a session over MQTT alone (as ``DELETE /v1/sessions/{sid}``): answered
+    with :attr:`QueryResult.deleted`, or ``not_found`` for a session of another
+    tenant (with a device key: any session it did not open). Asking again for a
+    deleted session answers ``deleted`` again."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Literal["delete_session"]
+    sid: Annotated[str, AfterValidator(validate_sid)]
+
+
+class SessionDeleted(_Model):
+    """A session deleted: it answers ``not_found`` everywhere from now on."""
+
+    sid: str
+
+
 MAX_UPLOAD_PART_BYTES = 256 * 1024
 """The largest part of a file uploaded over MQTT."""
 
@@ -395,7 +455,8 @@ class UploadParts(_Model):
 
 
 SessionRequest = Annotated[
-    OpenStream | GetTranscript | UploadStatus | FinishUpload, Field(discriminator="op")
+    OpenStream | GetTranscript | UploadStatus | FinishUpload | DeleteSession,
+    Field(discriminator="op"),
 ]
 """A request about sessions sent over MQTT (it has an ``op``; a search has none)."""
 
@@ -405,7 +466,8 @@ class QueryResult(_Model):
     a page of hits (a search), the stream opened (:class:`OpenStream`), the
     transcript (:class:`GetTranscript`), the parts of an upload held
     (:class:`UploadStatus`), the session of a finished upload
-    (:class:`FinishUpload`), or the error that stopped it (a part that could not
+    (:class:`FinishUpload`), the session deleted (:class:`DeleteSession`), or the
+    error that stopped it (a part that could not
     be taken is answered with an error on its upload's result topic)."""
 
     qid: str
@@ -414,4 +476,5 @@ class QueryResult(_Model):
     transcript: TranscriptResponse | None = None
     upload: UploadParts | None = None
     session: SessionCreated | None = None
+    deleted: SessionDeleted | None = None
     error: ErrorBody | None = None

@@ -41,6 +41,7 @@ from voxwire_client.api import (
     TranscriptResponse,
 )
 from voxwire_client.config import ClientConfig, load_config
+from voxwire_client.encodings import AudioEncoding, chunk_bytes
 from voxwire_client.errors import (
     ApiError,
     AuthenticationError,
@@ -83,9 +84,16 @@ class Transcript:
     """``translate``: the text is in English, ``language`` is the one spoken."""
 
 
-def pcm_chunks(pcm: bytes, chunk_ms: int = 100) -> Iterator[bytes]:
-    """Split PCM16LE 16 kHz mono audio into chunks of ``chunk_ms``."""
-    size = 32 * chunk_ms  # 16 samples per ms, 2 bytes each
+def pcm_chunks(
+    pcm: bytes,
+    chunk_ms: int = 100,
+    *,
+    encoding: AudioEncoding = AudioEncoding.PCM16,
+    sample_rate: int = 16_000,
+) -> Iterator[bytes]:
+    """Split mono audio into chunks of ``chunk_ms``: PCM16LE at 16 kHz, or the
+    samples of another ``encoding`` (``mulaw``, ``alaw``) and ``sample_rate``."""
+    size = chunk_bytes(encoding, sample_rate, chunk_ms)
     for start in range(0, len(pcm), size):
         yield pcm[start : start + size]
 
@@ -157,9 +165,9 @@ class AsyncClient:
         return response
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        # A GET is retried when a kept-alive connection was closed by the server just
-        # as it was reused (a race every HTTP/1.1 client meets); a POST never is.
-        attempts = 3 if method == "GET" else 1
+        # A GET or DELETE is retried when a kept-alive connection was closed by the server
+        # just as it was reused (a race every HTTP/1.1 client meets); a POST never is.
+        attempts = 3 if method in ("GET", "DELETE") else 1  # idempotent
         for attempt in range(attempts):
             try:
                 response = await self._http.request(method, path, **kwargs)
@@ -190,6 +198,7 @@ class AsyncClient:
         diarize: SpeakerBounds | bool = False,
         vocabulary: Sequence[str] = (),
         task: Task | str = Task.TRANSCRIBE,
+        keep_original_audio: bool = False,
         options: SessionOptions | None = None,
     ) -> SessionCreated:
         """Upload an audio file; returns the new session. ``redact``: what becomes
@@ -198,7 +207,8 @@ class AsyncClient:
         of the models the platform serves (default: its first); ``diarize``: label
         every segment with its speaker (``SpeakerBounds`` to bound their count);
         ``vocabulary``: words to expect, written as given (names, product terms);
-        ``task``: "translate" for the text in English (a multilingual model).
+        ``task``: "translate" for the text in English (a multilingual model);
+        ``keep_original_audio``: with redaction, keep the audio as recorded too.
         ``options``: all of these as one :class:`SessionOptions` (the keywords are
         then not read)."""
         path = Path(path)
@@ -211,6 +221,7 @@ class AsyncClient:
                 diarize=diarize,
                 vocabulary=vocabulary,
                 task=task,
+                keep_original_audio=keep_original_audio,
             )
         data = form_fields(options)
         for retry in range(_RATE_LIMIT_RETRIES + 1):
@@ -400,6 +411,12 @@ class AsyncClient:
         response = await self._request("GET", "/v1/sessions", params={"limit": limit})
         return _SESSIONS.validate_json(response.content)
 
+    async def delete(self, sid: str) -> None:
+        """Delete the session everywhere (its audio, transcripts, messages, search
+        entries and retained messages; a live stream is ended first). Deleting a
+        deleted session again succeeds; anything else about it raises ApiError (404)."""
+        await self._request("DELETE", f"/v1/sessions/{validate_sid(sid)}")
+
     async def retranscribe(
         self,
         sid: str,
@@ -435,6 +452,16 @@ class AsyncClient:
         response = await self._request("GET", path, params={"version": version})
         return TranscriptResponse.model_validate_json(response.content)
 
+    async def audio(self, sid: str, *, original: bool = False) -> bytes:
+        """The session's audio: the upload as it came, else WAV; a redacted
+        session's with the redacted spans silenced. ``original``: a redacted
+        session's audio as recorded, when it was kept (``keep_original_audio``),
+        for an API key (a session token is refused)."""
+        path = f"/v1/sessions/{validate_sid(sid)}/audio"
+        params = {"original": "true"} if original else None
+        response = await self._request("GET", path, params=params)
+        return response.content
+
     async def start_stream(self, request: StreamRequest | None = None) -> StreamCreated:
         """Open a live stream session (then publish audio on its topics)."""
         body = (request or StreamRequest()).model_dump(mode="json")
@@ -450,10 +477,10 @@ class AsyncClient:
         speed: float = 1.0,
         on_event: Callable[[Message], None] | None = None,
     ) -> Transcript:
-        """Stream ``chunks`` in the request's codec (PCM16LE 16 kHz mono, or one
-        Opus packet each), each ``chunk_ms`` long, in real time (``speed`` > 1
-        plays faster), then end the stream and return the transcript once the
-        last final is in."""
+        """Stream ``chunks`` in the request's encoding (PCM16LE 16 kHz mono by
+        default, G.711, or one Opus packet each), each ``chunk_ms`` long, in
+        real time (``speed`` > 1 plays faster), then end the stream and return
+        the transcript once the last final is in."""
         created = await self.start_stream(request)
         following = asyncio.create_task(self.follow(created.sid, on_event=on_event))
         while created.sid not in self.subscriptions:

@@ -117,6 +117,12 @@ class SegmentData(_Model):
     words: tuple[WordData, ...] = Field(
         default=(), description="word times and confidence, in order (finals only)"
     )
+    continues: bool = Field(
+        default=False,
+        description="a live final that goes on with the utterance of the final before it: "
+        "that one was decided early (endpointing policy fast) and the speaker went on "
+        "within the silence that ends an utterance; show it on the same line",
+    )
 
 
 class ProgressMessage(Envelope):

@@ -16,6 +16,9 @@ A session's options, and what leaves them to the platform (None):
 ``vocabulary``   words to expect, written as given
 ===============  =====================================================================
 
+``keep_original_audio`` (a redacted session): keep the audio as recorded besides
+the audio with the redacted spans silenced, for the session's owner alone.
+
 Live streams add :class:`Endpointing`, when an utterance ends, whose defaults are
 declared here once.
 """
@@ -137,11 +140,39 @@ PRE_ROLL_MS = 200
 """Audio kept before the speech of an utterance, so that its first word is whole."""
 
 
+class EndpointingPolicy(StrEnum):
+    """When a live stream's final is decided.
+
+    - ``fast``: once the speaker has paused for 200 ms, if the transcript so far
+      ends a sentence (sentence-final punctuation, no word that needs more after
+      it), the final goes out then; otherwise after ``min_silence_ms``. Speech
+      that resumes within ``min_silence_ms`` gives a final marked ``continues``:
+      the same utterance goes on.
+    - ``balanced``: the final goes out after ``min_silence_ms`` of silence.
+    - ``patient``: as balanced, with 1000 ms of silence unless ``min_silence_ms``
+      is given (dictation, slow or hesitant speakers).
+    """
+
+    FAST = "fast"
+    BALANCED = "balanced"
+    PATIENT = "patient"
+
+
+PATIENT_SILENCE_MS = 1000
+"""The silence that ends an utterance under the ``patient`` policy, unless given."""
+
+
 class Endpointing(_Options):
     """When a live stream's utterance ends and what is sent before it does: the
     endpointer's settings. The JSON of a stream request may also give them at its
-    top level (``{"min_silence_ms": 300}``), as it did before they were grouped."""
+    top level (``{"min_silence_ms": 300}``), as it did before they were grouped,
+    or give just the policy (``{"endpointing": "fast"}``)."""
 
+    policy: EndpointingPolicy = Field(
+        default=EndpointingPolicy.BALANCED,
+        description="fast: a final as soon as a finished sentence pauses (200 ms), else after "
+        "min_silence_ms; balanced: after min_silence_ms; patient: after 1000 ms by default",
+    )
     min_silence_ms: int = Field(
         default=600, ge=100, le=10_000, description="silence that ends an utterance"
     )
@@ -158,6 +189,16 @@ class Endpointing(_Options):
         default=0.5, gt=0, lt=1, description="the speech probability that counts as speech"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _policy_alone(cls, data: Any) -> Any:
+        """``"fast"`` is ``{"policy": "fast"}``; patient's silence unless given."""
+        if isinstance(data, str):
+            data = {"policy": data}
+        if isinstance(data, dict) and data.get("policy") == EndpointingPolicy.PATIENT:
+            data = {"min_silence_ms": PATIENT_SILENCE_MS, **data}
+        return data
+
     @model_validator(mode="after")
     def _room_for_an_utterance(self) -> Endpointing:
         shortest = 2 * (self.min_silence_ms + PRE_ROLL_MS) / 1000
@@ -169,9 +210,9 @@ class Endpointing(_Options):
         return self
 
 
-ENDPOINTING_FIELDS = frozenset(Endpointing.model_fields)
+ENDPOINTING_FIELDS = frozenset(Endpointing.model_fields) - {"policy"}
 """The names of the endpointing settings, as a stream request's JSON may give them
-at its top level."""
+at its top level (all but the policy, which came later)."""
 
 
 def diarize_flag_in_schema(schema: dict[str, Any]) -> None:
@@ -215,6 +256,12 @@ class SessionOptions(_Options):
         "within these bounds; true: bounds found; None or false: off",
     )
     vocabulary: Vocabulary = ()
+    keep_original_audio: bool = Field(
+        default=False,
+        description="with redaction: keep the audio as recorded too (only the session's "
+        "owner may fetch it, GET /v1/sessions/{sid}/audio?original=true); false: only the "
+        "audio with the redacted spans silenced is kept",
+    )
 
     @model_validator(mode="before")
     @classmethod

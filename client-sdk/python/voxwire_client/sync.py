@@ -56,6 +56,7 @@ class Client:
         diarize: SpeakerBounds | bool = False,
         vocabulary: Sequence[str] = (),
         task: Task | str = Task.TRANSCRIBE,
+        keep_original_audio: bool = False,
     ) -> SessionCreated:
         uploading = self._async.upload(
             path,
@@ -66,11 +67,19 @@ class Client:
             diarize=diarize,
             vocabulary=vocabulary,
             task=task,
+            keep_original_audio=keep_original_audio,
         )
         return self._loop.run_until_complete(uploading)
 
     def session(self, sid: str) -> SessionInfo:
         return self._loop.run_until_complete(self._async.session(sid))
+
+    def delete(self, sid: str) -> None:
+        """Delete the session everywhere (see :meth:`AsyncClient.delete`)."""
+        self._loop.run_until_complete(self._async.delete(sid))
+
+    def audio(self, sid: str, *, original: bool = False) -> bytes:
+        return self._loop.run_until_complete(self._async.audio(sid, original=original))
 
     def transcript(self, sid: str) -> TranscriptResponse:
         return self._loop.run_until_complete(self._async.transcript(sid))

@@ -30,6 +30,7 @@ def session_options(
     diarize: SpeakerBounds | bool = False,
     vocabulary: Sequence[str] = (),
     task: Task | str = Task.TRANSCRIBE,
+    keep_original_audio: bool = False,
 ) -> SessionOptions:
     """The options of ``AsyncClient.upload``'s keywords; ValueError for a choice
     that does not exist (a ``redact`` mode, a ``task``)."""
@@ -42,13 +43,15 @@ def session_options(
             "diarize": diarize if isinstance(diarize, bool) else diarize.model_dump(),
             "vocabulary": tuple(vocabulary),
             "task": task,
+            "keep_original_audio": keep_original_audio,
         }
     )
 
 
 def form_fields(options: SessionOptions) -> dict[str, str]:
     """``options`` as the upload form's fields: lists as JSON, ``diarize`` as a flag
-    with its bounds beside it, nothing for what is left to the platform."""
+    with its bounds beside it, nothing for what is left to the platform or a flag
+    that is off."""
     data: dict[str, str] = {}
     for name, value in options.model_dump(mode="json").items():
         if value is None:
@@ -59,7 +62,8 @@ def form_fields(options: SessionOptions) -> dict[str, str]:
         elif isinstance(value, list | dict):
             data[name] = json.dumps(value)
         elif isinstance(value, bool):
-            data[name] = "true" if value else "false"
+            if value:  # a flag not sent is false
+                data[name] = "true"
         else:
             data[name] = str(value)
     return data

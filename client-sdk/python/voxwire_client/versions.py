@@ -26,6 +26,8 @@ class RetranscribeRequest(SessionOptions):
             raise ValueError("prompts are matched once, on the first version: drop them")
         if self.redact is not None:
             raise ValueError("a new version keeps the session's redaction: drop redact")
+        if self.keep_original_audio:
+            raise ValueError("a new version keeps the session's audio: drop keep_original_audio")
         return self
 
 
@@ -38,3 +40,8 @@ class RetranscribeAccepted(BaseModel):
     version: int = Field(ge=2, description="the transcript version being made")
     model: str
     first_seq: int = Field(ge=1, description="the seq of its first message")
+    redacted_audio: bool = Field(
+        default=False,
+        description="the audio it transcribes has the session's redacted spans silenced "
+        "(a redacted session: its audio as recorded is never transcribed again)",
+    )

@@ -1,5 +1,6 @@
 """The HTTP gateway (FastAPI): upload, live streams, session status, transcripts,
-history, search, session tokens, health, the EMQX hooks and the web app (``/app/``).
+history, search, session tokens, OpenAI's audio API, health, the EMQX hooks and the
+web app (``/app/``).
 
 :func:`create_app` composes it: the routers of :mod:`voxwire.gateway.routes`, one per
 resource, on the services of a :class:`~voxwire.gateway.context.Gateway` kept on
@@ -16,7 +17,17 @@ from voxwire.gateway.context import Gateway, GatewayContext
 from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.errors import add_error_handlers
 from voxwire.gateway.request_metrics import RequestMetrics
-from voxwire.gateway.routes import health, search, sessions, streams, tokens, uploads
+from voxwire.gateway.routes import (
+    health,
+    openai,
+    search,
+    sessions,
+    streams,
+    telephony,
+    tokens,
+    uploads,
+)
+from voxwire.gateway.routes.openai import is_openai_upload
 from voxwire.gateway.routes.uploads import is_upload
 from voxwire.gateway.web import mount_web_app
 
@@ -33,7 +44,7 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     gateway = Gateway.of(ctx)
     app.state.gateway = gateway
     add_error_handlers(app)
-    for module in (health, uploads, streams, sessions, search, tokens):
+    for module in (health, uploads, streams, telephony, sessions, search, tokens, openai):
         app.include_router(module.router)
     security = ctx.settings.security
     if security.hook_secret.get_secret_value():
@@ -43,6 +54,6 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             )
         )
     mount_web_app(app)
-    app.add_middleware(BodyLimit, exempt=is_upload)
+    app.add_middleware(BodyLimit, exempt=lambda scope: is_upload(scope) or is_openai_upload(scope))
     app.add_middleware(RequestMetrics)
     return app

@@ -23,7 +23,7 @@ from voxwire.core.errors import AuthError, NotFoundError
 from voxwire.core.metrics import RATE_LIMITED
 from voxwire.core.ratelimit import RateLimitedError
 from voxwire.gateway.context import Gateway, GatewayDep
-from voxwire.store import SessionRecord, Tenant
+from voxwire.store import SessionRecord, SessionState, Tenant
 from voxwire_client.topics import validate_sid
 
 
@@ -74,6 +74,20 @@ async def session_of(
     return session
 
 
+async def state_of(gateway: Gateway, sid: str, tenant: Tenant, key: KeyGrant) -> SessionState:
+    """Session ``sid`` as stored, deleted or not, for its owner: its tenant's key
+    (a device key: a session it opened); anyone else is told there is none."""
+    validate_sid(sid)
+    state = await gateway.ctx.store.session_state(sid)
+    if (
+        state is None
+        or state.session.tenant_id != tenant.id
+        or (key.device and not owns(key_principal(key), state.session.owner))
+    ):
+        raise NotFoundError(f"no session {sid}", sid=sid)
+    return state
+
+
 async def session_access(sid: str, request: Request, gateway: GatewayDep) -> SessionRecord:
     """The session, for its API key's tenant (a device key: a session it opened)
     or for a session token naming it."""
@@ -86,6 +100,12 @@ async def session_access(sid: str, request: Request, gateway: GatewayDep) -> Ses
         raise NotFoundError(f"no session {sid} for this token", sid=sid)
     take(gateway, grant.tenant_id, grant.tenant_id)
     return await session_of(gateway, sid, grant.tenant_id)
+
+
+def is_session_token(request: Request) -> bool:
+    """Whether the request's credential is a session token (not an API key)."""
+    credential = _credential(request)
+    return credential is not None and looks_like_token(credential)
 
 
 AnyKey = Annotated[tuple[Tenant, KeyGrant], Depends(api_key)]

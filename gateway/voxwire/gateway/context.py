@@ -16,9 +16,11 @@ from voxwire.access.tokens import TokenIssuer, issuer_for
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
+from voxwire.core.liveness import Liveness
 from voxwire.core.ratelimit import RateLimits
 from voxwire.core.readiness import Readiness
 from voxwire.search import SearchIndex
+from voxwire.sessions.deletion import CheckpointStore, RetainedPublisher, SessionEraser
 from voxwire.sessions.pools import PoolCheck
 from voxwire.sessions.retranscribe import RetranscribeService
 from voxwire.sessions.streams import StreamService
@@ -41,8 +43,14 @@ class GatewayContext:
     """Where this process's engines run (``cuda:0 (NVIDIA H200)``, ``cpu``); None: elsewhere."""
     readiness: Readiness = field(default_factory=Readiness)
     """What ``/readyz`` asks: the dependencies of this process's roles."""
+    liveness: Liveness = field(default_factory=Liveness)
+    """What ``/healthz`` watches: whether this process's roles still make progress."""
     pools: PoolCheck | None = None
     """Asks whether a worker runs a session's model before it is accepted (None: not asked)."""
+    retained: RetainedPublisher | None = None
+    """Clears a deleted session's retained messages on the broker (None: no broker)."""
+    checkpoints: CheckpointStore | None = None
+    """Where live streams keep their checkpoints (None: inside the stream worker)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,8 @@ class Gateway:
     """Requests per tenant."""
     tokens: TokenIssuer
     """Signs and checks session tokens."""
+    eraser: SessionEraser
+    """Deletes sessions (a request, the sweeper)."""
 
     @classmethod
     def of(cls, ctx: GatewayContext) -> Gateway:
@@ -69,6 +79,15 @@ class Gateway:
             RateLimits(settings.limits.rate_limit_per_s, settings.limits.rate_limit_burst),
             ctx.tokens
             or issuer_for(settings.security.token_secret.get_secret_value(), settings.data_dir),
+            SessionEraser(
+                ctx.store,
+                ctx.blobs,
+                ctx.search,
+                ctx.bus,
+                retained=ctx.retained,
+                checkpoints=ctx.checkpoints,
+                settle_s=settings.limits.sweep_interval_s,
+            ),
         )
 
 

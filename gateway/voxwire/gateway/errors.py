@@ -53,7 +53,7 @@ async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
     headers = None
     if isinstance(exc, RateLimitedError):
         headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-    return JSONResponse(body.model_dump(), status_code=_status_for(exc), headers=headers)
+    return JSONResponse(body.model_dump(), status_code=status_for(exc), headers=headers)
 
 
 async def bad_sid(_request: Request, exc: InvalidSessionIdError) -> JSONResponse:
@@ -62,7 +62,8 @@ async def bad_sid(_request: Request, exc: InvalidSessionIdError) -> JSONResponse
     return JSONResponse(body.model_dump(), status_code=400)
 
 
-def _status_for(exc: VoxwireError) -> int:
+def status_for(exc: VoxwireError) -> int:
+    """The HTTP status the gateway answers ``exc`` with (500 for a class it does not list)."""
     for cls in type(exc).__mro__:
         if cls in _STATUS:
             return _STATUS[cls]

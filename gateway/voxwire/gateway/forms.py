@@ -36,6 +36,7 @@ class UploadForm:
     max_speakers: str | None = None
     vocabulary: str | None = None
     task: str | None = None
+    keep_original_audio: str | None = None
 
     def options(self) -> SessionOptions:
         """What the session asks for; InvalidRequestError naming the field that is wrong."""
@@ -52,6 +53,7 @@ class UploadForm:
             redact=redact_mode(self.redact),
             diarize=speaker_bounds(self.diarize, self.min_speakers, self.max_speakers),
             vocabulary=parse_vocabulary(self.vocabulary),
+            keep_original_audio=flag("keep_original_audio", self.keep_original_audio),
         )
 
 
@@ -73,6 +75,14 @@ def redact_mode(raw: str | None) -> RedactMode | None:
 
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")
+
+
+def flag(name: str, raw: str | None) -> bool:
+    """A true/false field (not sent: false); InvalidRequestError for anything else."""
+    value = (raw or "").strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise InvalidRequestError(f"invalid {name} {value[:20]!r}", hint="use true or false")
+    return value in _TRUE
 
 
 def _speaker_count(name: str, raw: str | None) -> int | None:

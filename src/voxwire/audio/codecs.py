@@ -1,11 +1,22 @@
 """Live audio chunks in, 16 kHz float32 samples out: one decoder per stream.
 
-A stream declares its codec when it starts
-(:class:`~voxwire_client.api.StreamRequest` ``codec`` and ``frame_ms``):
+A stream declares its encoding and sample rate when it starts
+(:class:`~voxwire_client.api.StreamRequest` ``encoding``, ``sample_rate`` and
+``frame_ms``; the combinations: :mod:`voxwire_client.encodings`):
 
 ``pcm16``
-    Each chunk is PCM16LE 16 kHz mono (256 kbit/s). A chunk with an odd byte
+    Each chunk is PCM16LE mono at 8, 16 or 48 kHz. A chunk with an odd byte
     count raises :class:`~voxwire.core.errors.AudioError`.
+``mulaw``, ``alaw``
+    Each chunk is G.711 bytes, one per sample, at 8 or 16 kHz
+    (:mod:`voxwire.audio.g711`); any byte count is whole samples.
+
+Samples at another rate than 16 kHz go through one band-limited
+:class:`~voxwire.audio.resample.StreamResampler` per stream, whose filter state
+runs on from chunk to chunk (what it costs in WER against 16 kHz PCM:
+docs/streams.md, "Telephone audio"). It holds back 2 ms of audio until the
+next chunk, so a stream's last 2 ms are not heard; a decoder taking a stream
+over at a later chunk starts its filter afresh, 2 ms of stream time apart.
 ``opus``
     Each chunk is one Opus packet (RFC 6716) of ``frame_ms`` milliseconds, any
     sample rate the encoder chose, mono. The decoder keeps its state from packet
@@ -41,11 +52,13 @@ from typing import Protocol
 import av
 import numpy as np
 
-from voxwire.audio.decoding import SAMPLE_RATE, Audio, pcm16le_to_float32
+from voxwire.audio.decoding import SAMPLE_RATE, Audio, float32_to_pcm16le, pcm16le_to_float32
+from voxwire.audio.g711 import Law, float32_to_g711, g711_to_float32
 from voxwire.audio.libopus import OpusLibrary, UndecodablePacketError
+from voxwire.audio.resample import StreamResampler, resample
 from voxwire.core.errors import AudioError
 from voxwire.core.metrics import STREAM_BAD_FRAMES
-from voxwire_client.api import OPUS_FRAME_MS, AudioCodec
+from voxwire_client.encodings import OPUS_FRAME_MS, AudioEncoding, chunk_bytes
 
 _OPUS_RATE = 48_000  # FFmpeg's Opus decoder always gives 48 kHz
 OPUS_LOOKAHEAD_SAMPLES = 104
@@ -74,10 +87,34 @@ class ChunkDecoder(Protocol):
 
 
 class Pcm16Decoder:
-    """PCM16LE 16 kHz mono chunks: stateless."""
+    """PCM16LE mono chunks at ``sample_rate``: stateless at 16 kHz."""
+
+    def __init__(self, sample_rate: int = SAMPLE_RATE) -> None:
+        self._resampler = StreamResampler(sample_rate)
 
     def decode(self, chunk: bytes) -> Audio:
-        return pcm16le_to_float32(chunk)
+        if len(chunk) % 2:
+            rate = self._resampler.source_rate
+            raise AudioError(
+                f"a pcm16 chunk must hold whole 2-byte samples, got {len(chunk)} bytes",
+                hint=f"send PCM16LE mono at {rate} Hz: 20 ms is "
+                f"{chunk_bytes(AudioEncoding.PCM16, rate, 20)} bytes",
+            )
+        return self._resampler.push(pcm16le_to_float32(chunk))
+
+    def take_error(self) -> AudioError | None:
+        return None
+
+
+class G711Decoder:
+    """G.711 chunks (mu-law or A-law) at ``sample_rate``, one byte per sample."""
+
+    def __init__(self, law: Law, sample_rate: int = 8_000) -> None:
+        self.law = law
+        self._resampler = StreamResampler(sample_rate)
+
+    def decode(self, chunk: bytes) -> Audio:
+        return self._resampler.push(g711_to_float32(chunk, self.law))
 
     def take_error(self) -> AudioError | None:
         return None
@@ -119,7 +156,7 @@ class OpusDecoder:
 
     def _bad(self, size: int, why: str) -> Audio:
         self.bad_frames += 1
-        STREAM_BAD_FRAMES.labels(AudioCodec.OPUS.value).inc()
+        STREAM_BAD_FRAMES.labels(AudioEncoding.OPUS.value).inc()
         self._error = BadFrameError(
             f"an Opus packet of {size} bytes did not decode ({why}); "
             f"{self.frame_ms} ms of silence stand in for it",
@@ -154,18 +191,35 @@ class _FfmpegPackets:
 
 
 def chunk_decoder(
-    codec: AudioCodec,
+    codec: AudioEncoding,
     frame_ms: int = 20,
     *,
+    sample_rate: int = SAMPLE_RATE,
     from_start: bool = True,
     opus: OpusLibrary | None = None,
 ) -> ChunkDecoder:
-    """A fresh decoder for a stream sending ``codec`` chunks, from its first
-    chunk or (``from_start`` false) from a later one; Opus with the ``opus``
-    library's decoder when given, else FFmpeg's."""
-    if codec is AudioCodec.OPUS:
+    """A fresh decoder for a stream sending ``codec`` chunks at ``sample_rate``
+    (Opus: whatever rate), from its first chunk or (``from_start`` false) from a
+    later one; Opus with the ``opus`` library's decoder when given, else FFmpeg's."""
+    if codec is AudioEncoding.OPUS:
         return OpusDecoder(frame_ms, from_start=from_start, library=opus)
-    return Pcm16Decoder()
+    if codec is AudioEncoding.PCM16:
+        return Pcm16Decoder(sample_rate)
+    return G711Decoder(Law(codec.value), sample_rate)
+
+
+def sample_chunks(
+    samples: Audio, encoding: AudioEncoding, sample_rate: int, chunk_ms: int = 100
+) -> list[bytes]:
+    """16 kHz mono ``samples`` as a PCM16 or G.711 stream at ``sample_rate`` sends
+    them, in chunks of ``chunk_ms`` (for the command line, tests and benchmarks)."""
+    audio = resample(samples, SAMPLE_RATE, sample_rate)
+    if encoding is AudioEncoding.PCM16:
+        data = float32_to_pcm16le(audio)
+    else:
+        data = float32_to_g711(audio, Law(encoding.value), sample_rate)
+    size = chunk_bytes(encoding, sample_rate, chunk_ms)
+    return [data[start : start + size] for start in range(0, len(data), size)]
 
 
 def opus_packets(

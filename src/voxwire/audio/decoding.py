@@ -50,6 +50,12 @@ the demuxers in :data:`ALLOWED_FORMATS` may open the input (FFmpeg
 (HLS, concat) that reference other files are refused. Paths are opened by
 Python, never handed to FFmpeg as URLs.
 
+Raw G.711. Telephone systems store calls as bare mu-law or A-law bytes
+without a header (``.ul``, ``.al``): nothing in the bytes says what they are,
+so such a file is recognised by its name (:func:`raw_format`), mono at 8 kHz
+unless the caller declares another rate. G.711 in a WAV (format tags 7 and 6)
+has a header and decodes as any WAV.
+
 Down-mixing averages the channels; samples are clipped to [-1, 1] (lossy
 decoders overshoot a little).
 """
@@ -76,7 +82,8 @@ from voxwire.core.errors import (
 )
 
 __all__ = [
-    "ALLOWED_FORMATS", "SAMPLE_RATE", "Audio", "DecodedAudio", "decode", "pcm16le_to_float32",
+    "ALLOWED_FORMATS", "SAMPLE_RATE", "Audio", "DecodedAudio", "RawFormat", "decode",
+    "pcm16le_to_float32", "raw_format",
 ]  # fmt: skip
 
 
@@ -91,6 +98,38 @@ DEFAULT_MAX_SECONDS = 4 * 3600.0
 _DURATION_SLACK_S = 0.25  # tolerance between declared and decoded duration
 _MIN_RATE, _MAX_RATE = 1_000, 768_000  # Hz
 _MAX_CHANNELS = 64  # libswresample's limit
+
+
+RAW_G711: dict[str, str] = {".ul": "mulaw", ".mulaw": "mulaw", ".al": "alaw", ".alaw": "alaw"}
+"""File name endings of headerless G.711 and the FFmpeg demuxer that reads them."""
+
+RAW_RATES = (8_000, 16_000)
+"""The sample rates a raw G.711 file may be declared at."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawFormat:
+    """Headerless mono audio: the FFmpeg demuxer that reads it and its sample rate."""
+
+    demuxer: str
+    sample_rate: int = 8_000
+
+
+def raw_format(name: str | None, sample_rate: int | None = None) -> RawFormat | None:
+    """The raw G.711 format of a file called ``name`` (``.ul``, ``.al``), at
+    ``sample_rate`` (None: 8 kHz); None for a name of any other kind. Raises
+    :class:`UnsupportedAudioError` for a rate G.711 is not sent at."""
+    suffix = Path((name or "").replace("\\", "/")).suffix.lower()
+    demuxer = RAW_G711.get(suffix)
+    if demuxer is None:
+        return None
+    rate = sample_rate or RAW_RATES[0]
+    if rate not in RAW_RATES:
+        raise UnsupportedAudioError(
+            f"a raw G.711 file at {rate} Hz is not supported",
+            hint=f"declare sample_rate {' or '.join(map(str, RAW_RATES))}",
+        )
+    return RawFormat(demuxer, rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +185,7 @@ def decode(
     name: str | None = None,
     allow_truncated: bool = False,
     time_limit_s: float | None = None,
+    raw: RawFormat | None = None,
 ) -> DecodedAudio:
     """Decode ``source`` to float32 mono samples at 16 kHz.
 
@@ -158,7 +198,8 @@ def decode(
     Raises :class:`EmptyAudioError`, :class:`UnsupportedAudioError`,
     :class:`TruncatedAudioError`, :class:`AudioTooLongError`, or
     :class:`AudioError` (time limit). A path that cannot be read raises
-    :class:`OSError` as ``open`` does.
+    :class:`OSError` as ``open`` does. ``raw``: the input is headerless audio in
+    this format (None: what :func:`raw_format` makes of ``name``, if anything).
     """
     if max_seconds <= 0:
         raise ValueError(f"max_seconds must be positive, got {max_seconds}")
@@ -177,7 +218,8 @@ def decode(
             raise EmptyAudioError(
                 f"{label} is empty (0 bytes)", hint="upload a file that contains audio"
             )
-        return _decode_file(file, size, head, limits, allow_truncated)
+        raw = raw or raw_format(label)
+        return _decode_file(file, size, head, limits, allow_truncated, raw)
     finally:
         if owned:
             file.close()
@@ -187,12 +229,18 @@ def _nested_open_refused(*_args: object, **_kwargs: object) -> object:
     raise PermissionError("voxwire does not let FFmpeg open other files or URLs")
 
 
-def _open_container(file: BinaryIO, head: bytes, label: str) -> av.container.InputContainer:
+def _open_container(
+    file: BinaryIO, head: bytes, label: str, raw: RawFormat | None = None
+) -> av.container.InputContainer:
+    options = {"format_whitelist": ",".join(ALLOWED_FORMATS)}
+    if raw is not None:  # no header to probe: the demuxer is named
+        options = {"format_whitelist": raw.demuxer, "sample_rate": str(raw.sample_rate)}
     try:
         return av.open(
             file,
             mode="r",
-            options={"format_whitelist": ",".join(ALLOWED_FORMATS)},
+            format=None if raw is None else raw.demuxer,
+            options=options,
             metadata_errors="replace",
             io_open=_nested_open_refused,
         )
@@ -215,9 +263,14 @@ def _open_container(file: BinaryIO, head: bytes, label: str) -> av.container.Inp
 
 
 def _decode_file(
-    file: BinaryIO, size: int | None, head: bytes, limits: _Limits, allow_truncated: bool
+    file: BinaryIO,
+    size: int | None,
+    head: bytes,
+    limits: _Limits,
+    allow_truncated: bool,
+    raw: RawFormat | None = None,
 ) -> DecodedAudio:
-    with _open_container(file, head, limits.label) as container:
+    with _open_container(file, head, limits.label, raw) as container:
         if not container.streams.audio:
             others = ", ".join(sorted({s.type for s in container.streams})) or "no streams"
             raise UnsupportedAudioError(

@@ -173,6 +173,14 @@ class KafkaBus:
             self._admin = None  # destroyed here, not on one of librdkafka's threads
             await asyncio.gather(*(s.close() for s in list(self._subscriptions)))
 
+    def stuck(self) -> str | None:
+        """Liveness: why a consumer thread of this bus is stuck, or None."""
+        with contextlib.suppress(RuntimeError):  # subscribed to meanwhile: next time
+            for subscription in list(self._subscriptions):
+                if why := subscription.stuck():
+                    return why
+        return None
+
     def _poll_producer(self) -> None:
         """Serve delivery reports; now and then, report consumer threads that are stuck."""
         look_at = time.monotonic()

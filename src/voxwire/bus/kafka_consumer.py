@@ -28,7 +28,11 @@ next call and the partitions are paused, so nothing more is fetched.
 A partition revoked by a rebalance is forgotten: its records still in flight
 are not committed, and its new owner delivers them again (at least once).
 A consumer that lost its partitions and has not got any back within
-``rejoin_s`` is replaced by a new one (:mod:`voxwire.bus.kafka_membership`).
+``rejoin_s`` is replaced by a new one (:mod:`voxwire.bus.kafka_membership`), and
+so is one that was asked for records and got none for ``idle_s`` while its
+partitions have records waiting (the broker's end offsets lie past its
+positions): a fetcher that stopped without an error.
+``voxwire_kafka_consumer_renewals{reason}`` counts both.
 """
 
 from __future__ import annotations
@@ -53,10 +57,11 @@ from confluent_kafka import (
 
 from voxwire.bus.base import Record
 from voxwire.bus.kafka_commits import COMMIT_POLL_S, Commits, settle
-from voxwire.bus.kafka_membership import STALL_S, Membership, close_in_background, stack_of
+from voxwire.bus.kafka_membership import Membership, close_in_background, stack_of
 from voxwire.bus.kafka_options import KafkaOptions, kafka_error
 from voxwire.bus.kafka_stats import STATS_INTERVAL_MS, LagGauge
 from voxwire.core.errors import BusError
+from voxwire.core.metrics import CONSUMER_RENEWALS
 
 log = logging.getLogger(__name__)
 
@@ -177,11 +182,20 @@ class KafkaSubscription:
     def owns(self, partition: int) -> bool:
         return partition in self._assignment
 
+    def stuck(self) -> str | None:
+        """Why the consumer thread counts as stuck (liveness), or None: it has not
+        come round its loop for ``stall_s``."""
+        stalled = self._membership.stalled_for()
+        if stalled < self._options.consumer.stall_s or not self._thread.is_alive():
+            return None
+        where = f"the consumer of {self.topic} (group {self.group})"
+        return f"{where} has been stuck for {stalled:.0f} s"
+
     def stall_report(self) -> str | None:
         """Where the consumer thread is stuck, once, when it has not come round its
-        loop for ``STALL_S`` (None otherwise)."""
+        loop for ``stall_s`` (None otherwise)."""
         membership = self._membership
-        if membership.stall_reported or membership.stalled_for() < STALL_S:
+        if membership.stall_reported or membership.stalled_for() < self._options.consumer.stall_s:
             return None
         if not self._thread.is_alive():
             return None
@@ -258,6 +272,7 @@ class KafkaSubscription:
     def _connect(self) -> Consumer:
         """A consumer of the group whose callbacks lapse once it is replaced."""
         bind = self._membership.bind
+        self._starved_since: float | None = None
         config = {
             **self._membership.config,
             "error_cb": bind(self._on_error),
@@ -276,15 +291,12 @@ class KafkaSubscription:
             raise BusError(f"cannot subscribe to {self.topic} (group {self.group}): {exc}") from exc
         return consumer
 
-    def _renew(self) -> None:
+    def _renew(self, reason: str, why: str) -> None:
         """Replace a consumer that has not rejoined its group (module doc of
-        :mod:`voxwire.bus.kafka_membership`); waiting fetches stay."""
-        log.warning(
-            "%s (group %s): no partitions back %.0f s after losing them; a new consumer joins",
-            self.topic,
-            self.group,
-            self._membership.wait_s(),
-        )
+        :mod:`voxwire.bus.kafka_membership`) or that gets nothing while records
+        wait (:meth:`_starved`); waiting fetches stay."""
+        log.warning("%s (group %s): %s; a new consumer joins", self.topic, self.group, why)
+        CONSUMER_RENEWALS.labels(topic=self.topic, reason=reason).inc()
         old = self._consumer
         self._membership.renewed()
         if self._assignment:
@@ -299,7 +311,8 @@ class KafkaSubscription:
             while self._close is None:
                 self._membership.beat = time.monotonic()
                 if self._membership.overdue():
-                    self._renew()
+                    lost_s = self._membership.wait_s()
+                    self._renew("rejoin", f"no partitions back {lost_s:.0f} s after losing them")
                 self._take_commands()
                 self._commits.expire(self._assignment)
                 self._flush()
@@ -310,8 +323,13 @@ class KafkaSubscription:
                 if self._held.unsure:
                     self._set_paused(self._held.paused)
                 fetch = self._pending_fetch()
+                if fetch is None:
+                    self._starved_since = None  # nobody waits: nothing is late
                 if fetch is not None:
                     self._serve(fetch)
+                    if waiting := self._starved():
+                        idle_s = self._options.consumer.idle_s
+                        self._renew("idle", f"{waiting} records wait, none came in {idle_s:.0f} s")
                 elif self._commits.awaited or time.monotonic() >= self._held.keepalive_at:
                     self._keepalive()  # also serves on_commit
         except BaseException as exc:  # reported to every waiter below
@@ -364,12 +382,37 @@ class KafkaSubscription:
             self._fetches.popleft()
             settle(fetch.future, exc)
             return
-        if records:
-            self._fetches.popleft()
-            try:
-                fetch.future.get_loop().call_soon_threadsafe(self._hand_over, fetch, records)
-            except RuntimeError:
-                log.warning("event loop closed; %d records not handed over", len(records))
+        if not records:
+            if self._starved_since is None:
+                self._starved_since = time.monotonic()
+            return
+        self._starved_since = None
+        self._fetches.popleft()
+        try:
+            fetch.future.get_loop().call_soon_threadsafe(self._hand_over, fetch, records)
+        except RuntimeError:
+            log.warning("event loop closed; %d records not handed over", len(records))
+
+    def _starved(self) -> int:
+        """The records waiting on the partitions this consumer owns, when a fetch
+        has waited ``idle_s`` for records and got none (0 otherwise). The broker
+        is asked (at most once per ``idle_s``): a fetcher that stopped updates
+        neither its positions' lag in the statistics nor anything else."""
+        since, idle_s = self._starved_since, self._options.consumer.idle_s
+        if since is None or not self._assignment or time.monotonic() - since < idle_s:
+            return 0
+        self._starved_since = time.monotonic()
+        waiting = 0
+        try:
+            for partition in self._assignment:
+                part = TopicPartition(self.topic, partition)
+                low, high = self._consumer.get_watermark_offsets(part, timeout=2.0, cached=False)
+                (at,) = self._consumer.position([part])
+                waiting += max(0, high - (at.offset if at.offset >= 0 else low))
+        except KafkaException as exc:
+            log.info("%s: cannot tell whether records wait (%s)", self.topic, exc)
+            return 0
+        return waiting
 
     def _fetch(self, want: int) -> list[Record]:
         held = self._held.messages

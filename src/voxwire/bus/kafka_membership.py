@@ -34,9 +34,6 @@ log = logging.getLogger(__name__)
 
 MAX_DOUBLINGS = 4
 """A replacement consumer is given at most ``2**MAX_DOUBLINGS`` times ``rejoin_s``."""
-STALL_S = 60.0
-"""A consumer thread that has not come round its loop for this long is stuck
-(it normally does every ``keepalive_s``): it is reported with its stack."""
 
 
 @dataclass(slots=True)

@@ -76,6 +76,13 @@ class ConsumerOptions:
     rejoin_s: float = 60.0
     """A consumer that lost its partitions (Kafka was away longer than the session
     timeout) and has not got any back this long after is replaced by a new one."""
+    idle_s: float = 60.0
+    """A consumer asked for records that gets none for this long, while its
+    partitions have records waiting (the broker's end offsets past its positions),
+    is replaced by a new one: a fetcher that stopped without an error."""
+    stall_s: float = 60.0
+    """A consumer thread that has not come round its loop for this long (it does
+    every ``keepalive_s``) is stuck: logged with its stack, and ``/healthz`` says so."""
     commit_timeout_s: float = 30.0
     """A commit the broker has not answered within this fails its callers (and
     is retried): librdkafka holds a commit while the group has no coordinator,

@@ -51,5 +51,9 @@ class NamespacedBus:
     async def ping(self) -> str | None:
         return await self._inner.ping() if isinstance(self._inner, Pingable) else None
 
+    def stuck(self) -> str | None:
+        stuck = getattr(self._inner, "stuck", None)
+        return None if stuck is None else stuck()
+
     async def close(self) -> None:
         await self._inner.close()

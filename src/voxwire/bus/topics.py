@@ -7,9 +7,13 @@ topic                        partitions  retention  cleanup    note
 ``transcription.rejobs``     12          7 d        delete     key = sid, a re-transcription
 ``transcription.results``    12          7 d        delete     key = sid, wire messages
 ``transcription.windows``    12          1 d        delete     key = sid, windows of text
-``prompt.queries``           6           1 d        delete     key = query id
-``transcription.audio``      12          1 d        delete     key = sid, max 1 MiB a record
+``prompt.queries``           6           1 d [*]_   delete     key = query id
+``transcription.audio``      12          1 d [*]_   delete     key = sid, max 1 MiB a record
 ===========================  ==========  =========  =========  ==============================
+
+.. [*] ``audio_log_retention_h`` (24 by default, :func:`with_audio_retention`): a
+   deleted session's streamed audio, and the parts of files uploaded over MQTT, stay
+   in the log until it runs out, since Kafka cannot forget one record.
 
 Every record of these topics is keyed by its session (or query), so a session
 stays on one partition and in order; partitions bound how many consumers of a
@@ -93,6 +97,21 @@ DEFAULT_TOPICS: tuple[TopicSpec, ...] = (
         name="transcription.audio", partitions=12, retention_ms=DAY_MS, max_message_bytes=MIB
     ),
 )
+
+
+AUDIO_TOPICS = ("transcription.audio", "prompt.queries")
+"""The topics that carry audio: streamed chunks, and parts of files uploaded over MQTT."""
+
+
+def with_audio_retention(
+    hours: float, base: Iterable[TopicSpec] = DEFAULT_TOPICS
+) -> tuple[TopicSpec, ...]:
+    """``base`` with the retention of :data:`AUDIO_TOPICS` set to ``hours``."""
+    ms = max(1, round(hours * HOUR_MS))
+    return tuple(
+        spec.model_copy(update={"retention_ms": ms}) if spec.name in AUDIO_TOPICS else spec
+        for spec in base
+    )
 
 
 def topic_specs(

@@ -11,6 +11,7 @@ from voxwire.cli import (
     retranscribe,
     roles,
     search,
+    sessions,
     stream,
     transcribe,
     up,
@@ -32,6 +33,7 @@ app.command("contract")(contract_cmd.contract)
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")
 app.add_typer(search.app, name="search")
+app.add_typer(sessions.app, name="sessions")
 app.command("gateway")(roles.gateway)
 app.command("worker")(roles.worker)
 app.command("bridge")(roles.bridge)

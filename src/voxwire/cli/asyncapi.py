@@ -47,6 +47,7 @@ HTTP_BODIES: dict[str, type[BaseModel]] = {
     "GetTranscript": api.GetTranscript,
     "UploadStatus": api.UploadStatus,
     "FinishUpload": api.FinishUpload,
+    "DeleteSession": api.DeleteSession,
 }
 
 _TOPIC_MESSAGES = {
@@ -67,12 +68,14 @@ _SID = {"sid": {"description": "session id from POST /v1/streams"}}
 _AUDIO_CHANNELS: dict[str, Any] = {
     "audioChunk": {
         "address": "audio/{sid}/chunk/{n}",
-        "description": "Live audio: PCM16LE, 16 kHz, mono, raw bytes (e.g. 100 ms = 3200 "
-        "bytes, well under 1 MB). n counts chunks from 0 without gaps; a repeated n (QoS 1 "
-        "redelivery) is ignored, a gap or odd byte count is answered with an error message "
-        "on transcription/{sid}/progress. Start the session first with POST /v1/streams "
-        "(language, prompts, min_silence_ms, min_speech_ms, partial_interval_s, "
-        "max_segment_s, vad_threshold).",
+        "description": "Live audio in the stream's encoding and sample_rate: by default "
+        "PCM16LE, 16 kHz, mono, raw bytes (e.g. 100 ms = 3200 bytes); mulaw/alaw: G.711 "
+        "bytes (8 kHz: 20 ms = 160 bytes); opus: one packet. Well under 1 MB. n counts "
+        "chunks from 0 without gaps; a repeated n (QoS 1 redelivery) is ignored, a gap or "
+        "odd byte count is answered with an error message on transcription/{sid}/progress. "
+        "Start the session first with POST /v1/streams (language, prompts, encoding, "
+        "sample_rate, min_silence_ms, min_speech_ms, partial_interval_s, max_segment_s, "
+        "vad_threshold).",
         "parameters": {**_SID, "n": {"description": "chunk number, 0, 1, 2, ..."}},
         "messages": {"AudioChunk": {"$ref": "#/components/messages/AudioChunk"}},
         "bindings": {"mqtt": {"qos": 1, "retain": False}},
@@ -107,13 +110,14 @@ def _query_channel(
 
 _AUDIO_CHANNELS["queryRequest"] = _query_channel(
     "request",
-    ("SearchQuery", "OpenStream", "GetTranscript", "UploadStatus", "FinishUpload"),
+    ("SearchQuery", "OpenStream", "GetTranscript", "UploadStatus", "FinishUpload", "DeleteSession"),
     False,
     "A request of the key's tenant, over MQTT alone: search its transcripts (a SearchQuery, "
     'the body of POST /v1/search), open a live stream ({"op": "open_stream", "stream": '
     'StreamRequest}: the same qid opens the same stream), read a transcript ({"op": '
     '"transcript", "sid": ...}), or ask which parts of a file uploaded over MQTT are held '
-    '({"op": "upload_status"}) and transcribe it once all are ({"op": "finish_upload"}). '
+    '({"op": "upload_status"}) and transcribe it once all are ({"op": "finish_upload"}), '
+    'or delete a session everywhere ({"op": "delete_session", "sid": ...}). '
     "A key may use only its own query topics. MQTT 5: a "
     "response topic (one of the key's result topics) and correlation data are honoured.",
 )
@@ -136,7 +140,7 @@ _AUDIO_CHANNELS["queryResult"] = _query_channel(
     ("QueryResult",),
     True,
     "The answer: a QueryResult with a page of hits, the stream opened (sid and audio "
-    "topics), the transcript, or an error. QoS 1, retained for 60 s "
+    "topics), the transcript, the session deleted, or an error. QoS 1, retained for 60 s "
     "(message expiry), so subscribing after asking works too.",
 )
 _AUDIO_OPERATIONS: dict[str, Any] = {
@@ -159,6 +163,7 @@ _AUDIO_MESSAGES: dict[str, Any] = (
             "GetTranscript",
             "UploadStatus",
             "FinishUpload",
+            "DeleteSession",
             "QueryResult",
         )
     }

@@ -26,6 +26,16 @@ RedactOption = Annotated[
 ]
 """``--redact`` of the commands that start a session."""
 
+KeepOriginalOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep-original-audio",
+        help="with redaction: keep the audio as recorded too, for the session's owner "
+        "(else only the audio with the redacted spans silenced is kept)",
+    ),
+]
+"""``--keep-original-audio`` of the commands that start a session."""
+
 VocabularyOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -91,14 +91,16 @@ def kafka_init(
     ] = None,
 ) -> None:
     """Create voxwire's Kafka topics (existing ones are left as they are)."""
-    from voxwire.bus.topics import DEFAULT_TOPICS, topic_specs
+    from voxwire.bus.topics import DEFAULT_TOPICS, topic_specs, with_audio_retention
     from voxwire.bus.topics import kafka_init as init
 
     settings = load_settings(mode="distributed")
     each = {"partitions": partitions} if partitions is not None else {}
     try:
         specs = topic_specs(
-            {spec.name: each for spec in DEFAULT_TOPICS}, replication_factor=replication_factor
+            {spec.name: each for spec in DEFAULT_TOPICS},
+            replication_factor=replication_factor,
+            base=with_audio_retention(settings.limits.audio_log_retention_h),
         )
         created = init(
             bootstrap or settings.servers.kafka_bootstrap,

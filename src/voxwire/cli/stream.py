@@ -10,9 +10,10 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from voxwire.audio.codecs import opus_packets
-from voxwire.audio.decoding import decode, float32_to_pcm16le
+from voxwire.audio.codecs import opus_packets, sample_chunks
+from voxwire.audio.decoding import decode
 from voxwire.cli.common import (
+    KeepOriginalOption,
     RedactOption,
     TranslateOption,
     VocabularyOption,
@@ -22,10 +23,10 @@ from voxwire.cli.common import (
     transcript_title,
 )
 from voxwire.core.errors import VoxwireError
-from voxwire_client import AsyncClient, ClientError, StreamRequest, Transcript, pcm_chunks
-from voxwire_client.api import OPUS_FRAME_MS, AudioCodec, PromptSpec
+from voxwire_client import AsyncClient, ClientError, StreamRequest, Transcript
+from voxwire_client.api import OPUS_FRAME_MS, AudioEncoding, PromptSpec
 from voxwire_client.messages import MatchMessage, Message, ProgressMessage, SegmentMessage
-from voxwire_client.options import Endpointing
+from voxwire_client.options import Endpointing, EndpointingPolicy
 
 
 def stream(
@@ -42,6 +43,13 @@ def stream(
     min_silence_ms: Annotated[
         int | None, typer.Option(help="silence that ends a segment, ms [600]")
     ] = None,
+    endpointing: Annotated[
+        EndpointingPolicy | None,
+        typer.Option(
+            help="when a final goes out: fast (as a finished sentence pauses), balanced "
+            "(after --min-silence-ms) or patient (after 1 s) [the platform's]"
+        ),
+    ] = None,
     language: Annotated[
         str | None,
         typer.Option(help="a language code such as de, or auto [en; with --translate: auto]"),
@@ -49,24 +57,35 @@ def stream(
     model: Annotated[
         str | None, typer.Option(help="one of the models the platform serves [its default]")
     ] = None,
-    codec: Annotated[
-        AudioCodec, typer.Option(help="pcm16 (256 kbit/s) or opus (compressed, see --bitrate)")
-    ] = AudioCodec.PCM16,
+    encoding: Annotated[
+        AudioEncoding,
+        typer.Option(
+            "--encoding",
+            "--codec",
+            help="pcm16 (256 kbit/s at 16 kHz), opus (compressed, see --bitrate), "
+            "mulaw or alaw (G.711, the telephone's 64 kbit/s at 8 kHz)",
+        ),
+    ] = AudioEncoding.PCM16,
+    sample_rate: Annotated[
+        int | None,
+        typer.Option(help="samples per second to send at [pcm16 16000, mulaw/alaw 8000]"),
+    ] = None,
     bitrate: Annotated[
-        int, typer.Option(help="with --codec opus: bits per second (16000-24000 suit speech)")
+        int, typer.Option(help="with --encoding opus: bits per second (16000-24000 suit speech)")
     ] = 24_000,
     frame_ms: Annotated[
-        int, typer.Option(help="with --codec opus: ms of audio per packet, one chunk each")
+        int, typer.Option(help="with --encoding opus: ms of audio per packet, one chunk each")
     ] = 20,
     redact: RedactOption = None,
+    keep_original_audio: KeepOriginalOption = False,
     vocabulary: VocabularyOption = None,
     translate: TranslateOption = False,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
 ) -> None:
-    """Stream FILE over MQTT as a device would (PCM16LE 16 kHz chunks of 100 ms, or
-    Opus packets); print partials (…) and finals live."""
+    """Stream FILE over MQTT as a device would (PCM16LE or G.711 chunks of 100 ms,
+    or Opus packets); print partials (…) and finals live."""
     if speed <= 0:
         fail("--speed must be positive", hint="1 is real time, 4 is four times faster")
     if frame_ms not in OPUS_FRAME_MS:
@@ -80,21 +99,20 @@ def stream(
         samples = decode(file.read_bytes()).samples
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
-    if codec is AudioCodec.OPUS:
-        chunks, chunk_ms = list(opus_packets(samples, bitrate=bitrate, frame_ms=frame_ms)), frame_ms
-    else:
-        chunks, chunk_ms = list(pcm_chunks(float32_to_pcm16le(samples))), 100
     try:
         request = StreamRequest(
-            codec=codec,
+            encoding=encoding,
+            sample_rate=sample_rate,
             frame_ms=frame_ms,
             prompts=tuple(PromptSpec(id=f"p{i + 1}", text=t) for i, t in enumerate(prompt or [])),
             endpointing=Endpointing(
-                **({"min_silence_ms": min_silence_ms} if min_silence_ms is not None else {})
+                **({"min_silence_ms": min_silence_ms} if min_silence_ms is not None else {}),
+                **({"policy": endpointing} if endpointing is not None else {}),
             ),
             language=language or None,
             model=model,
             redact=redact,
+            keep_original_audio=keep_original_audio,
             vocabulary=tuple(vocabulary or ()),
             task=task_of(translate),
         )
@@ -102,6 +120,10 @@ def stream(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         fail(f"{where}: {first['msg']}", hint="see voxwire stream --help")
+    if encoding is AudioEncoding.OPUS:
+        chunks, chunk_ms = list(opus_packets(samples, bitrate=bitrate, frame_ms=frame_ms)), frame_ms
+    else:
+        chunks, chunk_ms = sample_chunks(samples, encoding, request.rate), 100
     try:
         result = asyncio.run(_run(chunks, chunk_ms, request, speed, url, api_key, mqtt_url))
     except ClientError as exc:
@@ -133,7 +155,10 @@ async def _run(
                     if latency
                     else ""
                 )
-                console.print(f"[cyan]{message.segment.start_ms / 1000:7.2f}s[/] {text}{took}")
+                at = f"{message.segment.start_ms / 1000:7.2f}s"
+                if message.segment.continues:  # the utterance of the line before goes on
+                    at = " " * len(at) + "…"
+                console.print(f"[cyan]{at}[/] {text}{took}")
                 status.update("listening…")
         elif isinstance(message, ProgressMessage) and message.speech is not None:
             lag = f" · lag {message.lag_ms} ms" if message.lag_ms else ""

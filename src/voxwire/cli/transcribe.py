@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 from voxwire.cli.common import (
+    KeepOriginalOption,
     RedactOption,
     TranslateOption,
     VocabularyOption,
@@ -56,6 +57,7 @@ def transcribe(
         str | None, typer.Option(help="one of the models the platform serves [its default]")
     ] = None,
     redact: RedactOption = None,
+    keep_original_audio: KeepOriginalOption = False,
     vocabulary: VocabularyOption = None,
     translate: TranslateOption = False,
     diarize: Annotated[
@@ -83,6 +85,7 @@ def transcribe(
             language=language,
             model=model,
             redact=redact,
+            keep_original_audio=keep_original_audio,
             diarize=diarize,
             vocabulary=vocabulary or (),
             task=task_of(translate),

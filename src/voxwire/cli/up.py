@@ -68,6 +68,7 @@ def up(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("voxwire.audit").setLevel(logging.INFO)  # deletions, always
     overrides: dict[str, object] = {
         "http_port": http_port,
         "mqtt_port": mqtt_port,

@@ -21,10 +21,12 @@ ROLES = ("bridge", "worker", "gateway")
 def serve_distributed(settings: Settings, overrides: dict[str, str]) -> None:
     """Run the roles until one exits or Ctrl-C; ``overrides`` (setting name -> value,
     from the command line) reach them as ``VOXWIRE_*`` variables."""
-    from voxwire.bus.topics import DEFAULT_TOPICS, kafka_init
+    from voxwire.bus.topics import kafka_init, with_audio_retention
 
     kafka_init(
-        settings.servers.kafka_bootstrap, DEFAULT_TOPICS, namespace=settings.namespace or None
+        settings.servers.kafka_bootstrap,
+        with_audio_retention(settings.limits.audio_log_retention_h),
+        namespace=settings.namespace or None,
     )
     key, new = asyncio.run(_client_key(settings))
     client = ClientConfig(

@@ -10,6 +10,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
 
     Settings     mode, bus, store, search, broker, data_dir, namespace, and:
     .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port, drain_s,
+                 loop_stall_s,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
                  stream_engines, max_streams, batch_finals, word_timestamps, device,
@@ -17,8 +18,9 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
     .live        stream_context_chars, stream_lead_s, live_window_s
     .pools       models, routes, serve (voxwire.wire.pools)
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
-                 ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst
-    .security    token_secret, hook_secret, redact, redact_tenants
+                 ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst,
+                 retention_days, sweep_interval_s, audio_log_retention_h
+    .security    token_secret, hook_secret, redact, redact_tenants, redact_names
     .servers     the distributed mode's: mqtt_url, mqtt_ca_file, ws_url,
                  mqtt_username, mqtt_password, kafka_bootstrap, postgres_dsn,
                  redis_url, opensearch_url, emqx_api_url, ingest_client_id
@@ -106,6 +108,11 @@ class ListenSettings(BaseModel):
     drain_s: float = Field(default=20.0, ge=0)
     """On SIGTERM: how long requests and file jobs in flight may finish (unfinished jobs are
     handed back); keep it under the termination grace period."""
+    loop_stall_s: float = Field(
+        default=30.0,
+        ge=2,
+        description="/healthz turns 503 once the event loop has not run for this long",
+    )
     ws_tls_cert: Path | None = Field(
         default=None,
         description="PEM certificate (chain) of the embedded broker's WebSocket listener: "
@@ -156,6 +163,22 @@ class LimitSettings(BaseModel):
         ge=1,
         description="HTTP requests at once per tenant (a client makes ~3 per file)",
     )
+    retention_days: float | None = Field(
+        default=None,
+        ge=0,
+        description="delete sessions older than this many days (None or 0: keep them forever)",
+    )
+    sweep_interval_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="how often each gateway looks for expired sessions and unfinished deletions",
+    )
+    audio_log_retention_h: float = Field(
+        default=24.0,
+        gt=0,
+        description="how long Kafka keeps streamed audio (transcription.audio) and queries "
+        "(prompt.queries), in hours: deleting a session cannot take its audio out of the log",
+    )
 
 
 _STRENGTH = {RedactMode.OFF: 0, RedactMode.MASK: 1, RedactMode.ENTITY: 1, RedactMode.NUMBERS: 2}
@@ -184,6 +207,11 @@ class SecuritySettings(BaseModel):
         default_factory=dict,
         description="tenant name -> the least redaction its sessions get (a TOML table, or "
         "JSON in VOXWIRE_REDACT_TENANTS)",
+    )
+    redact_names: bool = Field(
+        default=False,
+        description="redaction finds people's names too (PERSON, a spaCy NER model loaded "
+        "once per worker: about 2 s and 30 MB)",
     )
 
     @field_validator("redact_tenants", mode="before")

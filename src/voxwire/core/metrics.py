@@ -33,8 +33,9 @@ STREAM_ENGINE_CALLS = Counter(
 )
 STREAM_FINALS = Counter(
     "voxwire_stream_finals",
-    "Live finals by how their text came: likely (the likely final decoded at the start of "
-    "the pause was reused) or transcribed (decoded once the pause was long enough)",
+    "Live finals by how their text came: early (the likely final ended a sentence and was "
+    "sent at once, endpointing policy fast), likely (the likely final decoded at the start of "
+    "the pause was reused once the pause was long enough) or transcribed (decoded then)",
     ["how"],
 )
 STREAM_PARTIALS = Counter(
@@ -143,4 +144,17 @@ CONSUMER_LAG = Gauge(
     "Records of a topic's partitions this process consumes that it has not reached yet "
     "(librdkafka's statistics)",
     ["topic", "group"],
+)
+CONSUMER_RENEWALS = Counter(
+    "voxwire_kafka_consumer_renewals",
+    "Kafka consumers replaced by a new one: reason rejoin (partitions lost and not back "
+    "within rejoin_s) or idle (partitions with records waiting, none fetched for idle_s)",
+    ["topic", "reason"],
+)
+
+SESSIONS_DELETED = Counter(
+    "voxwire_sessions_deleted",
+    "Sessions whose deletion finished, by reason (request: its owner asked; retention: older "
+    "than retention_days)",
+    ["reason"],
 )

@@ -5,7 +5,9 @@
 what a role asks for once, and leaves the closing to one ``AsyncExitStack``:
 what was opened last is closed first (the broker before the store it asks).
 Each adapter that can be asked whether its server answers is added to
-:attr:`Adapters.readiness` under the name of what it reaches (``/readyz``).
+:attr:`Adapters.readiness` under the name of what it reaches (``/readyz``), and
+what can tell that it stopped making progress to :attr:`Adapters.liveness`
+(``/healthz``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from voxwire.access.tokens import TokenIssuer, issuer_for
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
+from voxwire.core.liveness import Calls, Liveness
 from voxwire.core.readiness import Pingable, Readiness
 from voxwire.platform.brokers import BROKERS, BrokerLink
 from voxwire.platform.choices import BLOBS, BUSES, SEARCHES, STORES, Index, choose
@@ -57,6 +60,9 @@ class Adapters:
         self._tokens: TokenIssuer | None = None
         self._pools: PoolCheck | None = None
         self.readiness = Readiness()
+        self.liveness = Liveness()
+        self.engine_calls = Calls()
+        """The engine calls under way in this process (watched by :attr:`liveness`)."""
 
     async def enter(self, opened: AbstractAsyncContextManager[T]) -> T:
         """Enter ``opened`` now; it is exited with the rest."""
@@ -88,6 +94,9 @@ class Adapters:
             opener = choose("bus", BUSES, self.settings.bus)
             self._bus = await self.enter(opener(self.settings, self._role))
             self._watch("bus", self.settings.bus, self._bus)
+            stuck = getattr(self._bus, "stuck", None)
+            if stuck is not None:  # Kafka: consumer threads that stopped going round
+                self.liveness.add("consumers", stuck)
         return self._bus
 
     async def search(self) -> Index:

@@ -83,6 +83,20 @@ def publisher(link: BrokerLink) -> MqttConnection:
     )
 
 
+def eraser_publisher(link: BrokerLink) -> MqttConnection:
+    """A gateway's publisher of empty retained payloads (a deleted session's topics):
+    a client id of its own per process, so that gateways never take each other's."""
+    return MqttConnection(
+        link.host,
+        link.port,
+        client_id=f"{link.relay_client_id}-eraser-{secrets.token_hex(4)}",
+        username=link.username,
+        password=link.password,
+        tls=link.tls,
+        session_expiry_s=0,
+    )
+
+
 def ingest(link: BrokerLink, bus: Bus, settings: Settings, store: Store) -> MqttIngest:
     """What clients publish (audio, control, prompt queries) onto the bus; on a
     shared broker, the audio of this installation's sessions (those ``store`` has)

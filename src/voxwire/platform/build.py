@@ -34,6 +34,7 @@ import uvicorn
 
 from voxwire.access.keys import KeyRole, NewKey, generate_key
 from voxwire.core.config import Settings
+from voxwire.core.liveness import LoopWatch
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.probes import PROBES, serve_probes
 from voxwire.platform.roles import (
@@ -55,6 +56,10 @@ class Bootstrap:
     """A key created at start-up because none existed (shown once)."""
 
     key: NewKey | None
+
+
+LOOP_WATCH = "loop watch"
+"""The task that beats on the event loop for ``/healthz`` (:class:`LoopWatch`)."""
 
 
 def build(
@@ -139,7 +144,10 @@ class Platform:
         On failure, what was started is stopped again."""
         self._starting = True
         self.adapters.readiness.add_flag("roles", self._roles_state)
+        loop_watch = LoopWatch(self.settings.listen.loop_stall_s)
+        self.adapters.liveness.add("event loop", loop_watch)
         try:
+            self._tasks.append(asyncio.create_task(loop_watch.run(), name=LOOP_WATCH))
             await self._serve_probes()
             device = None
             if "worker" in self.roles:
@@ -161,8 +169,9 @@ class Platform:
     async def _serve_probes(self) -> None:
         port = self.settings.listen.metrics_port
         if port and "gateway" not in self.roles:
+            adapters = self.adapters
             self._probes, task = await serve_probes(
-                self.adapters.readiness, self._name, self.settings.listen.host, port
+                adapters.readiness, adapters.liveness, self._name, self.settings.listen.host, port
             )
             self._tasks.append(task)
 

@@ -43,12 +43,15 @@ from voxwire.core.config import Settings
 from voxwire.core.errors import ConfigError, ModelError, MqttError
 from voxwire.core.readiness import Flag
 from voxwire.gateway.app import GatewayContext, create_app
+from voxwire.gateway.sweeper import Sweeper
 from voxwire.models import opus
 from voxwire.platform.adapters import Adapters
-from voxwire.platform.brokers import ingest, publisher
+from voxwire.platform.brokers import eraser_publisher, ingest, publisher
+from voxwire.sessions.deletion import SessionEraser
 from voxwire.sessions.parts import PartUploads
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import UploadService
+from voxwire.text.redaction import find_names
 from voxwire.wire.pools import Lane, Pool
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
@@ -56,6 +59,7 @@ from voxwire.workers.files.worker import FileWorker
 from voxwire.workers.stream.archive import LiveArchiver
 from voxwire.workers.stream.config import LiveTuning
 from voxwire.workers.stream.worker import StreamWorker
+from voxwire.workers.watched import WatchedEngine
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +206,7 @@ async def start_worker(
     and a file worker of its own; and where the engines run (:func:`engine_device`).
     ``model_path``: the default model's file or folder, instead of its name."""
     settings = adapters.settings
+    await asyncio.to_thread(find_names, settings.security.redact_names)
     bus = await adapters.bus()
     streaming = settings.engine.worker_kind != "files"
     checkpoints = await adapters.checkpoints() if streaming else None  # Redis, in distributed
@@ -267,8 +272,12 @@ async def _load_pool(
     loading = Flag(f"loading {path or pool.model} on {settings.engine.device}")
     name = "engine" if pool.model == pool.default else f"engine {pool.model}"
     adapters.readiness.add_flag(name, loading)
-    live, files = await asyncio.to_thread(load_engines, settings, path or pool.model)
+    loaded = await asyncio.to_thread(load_engines, settings, path or pool.model)
     loading.why = None
+    calls = adapters.engine_calls  # each call watched: /healthz says when one hangs
+    adapters.liveness.add("engines", calls)
+    live: list[Engine] = [WatchedEngine(engine, calls) for engine in loaded[0]]
+    files: list[Engine] = [WatchedEngine(engine, calls) for engine in loaded[1]]
 
     async def close_engines() -> None:
         for engine in live + files:
@@ -297,7 +306,16 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     streams = StreamService(store, bus, access, settings, pools)
     blobs = adapters.blobs()
     parts = PartUploads(blobs, UploadService(settings, store, bus, blobs, access, pools), store)
-    queries = QueryService(bus, store, index, publishing, streams, parts, settings)
+    eraser = SessionEraser(
+        store,
+        blobs,
+        index,
+        bus,
+        retained=publishing,
+        checkpoints=await adapters.checkpoints(),
+        settle_s=settings.limits.sweep_interval_s,
+    )
+    queries = QueryService(bus, store, index, publishing, streams, parts, settings, eraser)
     intake = ingest(link, bus, settings, store)
     where = f"broker at {link.host}:{link.port}"
 
@@ -346,6 +364,9 @@ async def start_gateway(
         adapters.readiness.add_flag(
             "mqtt", lambda: None if admin.connected else "dynsec admin connection down"
         )
+    erasing = eraser_publisher(await adapters.broker())
+    await asyncio.to_thread(erasing.connect)
+    adapters.on_close(lambda: asyncio.to_thread(erasing.close))
     http_socket = listen(adapters.settings.listen.host, adapters.settings.listen.http_port)
     adapters.bind(http_port=http_socket.getsockname()[1])
     context = GatewayContext(
@@ -359,10 +380,14 @@ async def start_gateway(
         access=access,
         tokens=adapters.tokens(),
         readiness=adapters.readiness,
+        liveness=adapters.liveness,
         pools=await adapters.pools(),
+        retained=erasing,
+        checkpoints=await adapters.checkpoints(),
     )
+    app = create_app(context)
     config = uvicorn.Config(
-        create_app(context),
+        app,
         log_level="warning",
         lifespan="off",
         access_log=False,
@@ -374,6 +399,9 @@ async def start_gateway(
     tasks = [serving]
     if isinstance(access, DynsecAccess):
         tasks.append(asyncio.create_task(sweep_tokens(access), name="token-sweep"))
+    limits = adapters.settings.limits
+    sweeper = Sweeper(store, app.state.gateway.eraser, limits.retention_days)
+    tasks.append(asyncio.create_task(sweeper.run(limits.sweep_interval_s), name="sweeper"))
     while not server.started:
         if serving.done():
             serving.result()

@@ -89,6 +89,10 @@ class SearchIndex(SegmentIndex, Protocol):
         """Make everything indexed so far searchable now."""
         ...
 
+    async def delete_session(self, tenant_id: str, sid: str) -> None:
+        """Remove everything indexed of one session (a deleted session); none is fine."""
+        ...
+
     async def close(self) -> None: ...
 
 

@@ -273,6 +273,16 @@ class OpenSearchIndex:
         }
         await self._call(self._client.index, index=self._target, id=f"{tenant_id}:{sid}", body=body)
 
+    async def delete_session(self, tenant_id: str, sid: str) -> None:
+        """Delete the session's document (searches stop finding it at once; its bytes
+        leave the index files when OpenSearch merges their segments)."""
+        await self._call(
+            self._client.delete,
+            index=self._target,
+            id=f"{tenant_id}:{sid}",
+            params={"refresh": "true", "ignore": 404},
+        )
+
     async def _upsert(
         self,
         tenant_id: str,

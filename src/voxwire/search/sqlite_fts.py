@@ -147,7 +147,9 @@ _ADDED_COLUMNS = (
 
 def _connect(path: Path | str) -> sqlite3.Connection:
     try:
-        return sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA secure_delete=ON")  # a deleted session's text is overwritten
+        return db
     except sqlite3.Error as exc:
         raise SearchIndexError(f"cannot open the search index {path}: {exc}") from exc
 
@@ -357,6 +359,29 @@ class SqliteSearchIndex:
         await self._call(delete)
         await self.index_segments(tenant_id, sid, segments, created_at, language)
         await self.index_windows(tenant_id, sid, windows, created_at, language)
+
+    async def delete_session(self, tenant_id: str, sid: str) -> None:
+        """Remove the session's rows (the triggers take them out of the FTS tables),
+        and leave no copy of its text in the file: deleted pages are overwritten
+        (``secure_delete``), the FTS indexes merged, the write-ahead log emptied."""
+
+        def delete() -> None:
+            made = "SELECT 1 FROM sqlite_master WHERE name = 'segments_fts'"
+            if self._db.execute(made).fetchone() is None:
+                return  # no index yet: nothing indexed
+            with self._db:
+                self._db.execute("BEGIN")
+                for table in ("segments", "windows", "sessions"):
+                    self._db.execute(
+                        f"DELETE FROM {table} WHERE tenant_id = ? AND sid = ?",  # noqa: S608
+                        (tenant_id, sid),
+                    )
+            self._db.execute("INSERT INTO segments_fts(segments_fts) VALUES ('optimize')")
+            self._db.execute("INSERT INTO windows_fts(windows_fts) VALUES ('optimize')")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's copies too
+            self._vocab = None
+
+        await self._call(delete)
 
     async def search(self, tenant_id: str, query: SearchQuery) -> SearchPage:
         parsed = parse_query(query.q)

@@ -16,20 +16,21 @@ a finished session, and only one re-transcription of a session runs at a time
 
 The new version keeps the session's redaction (recorded when it was opened; the
 tenant's or platform's default for sessions opened before it was recorded), and
-runs without the session's prompts: the matches stay those of version 1.
+runs without the session's prompts: the matches stay those of version 1. A
+redacted session's stored audio has its redacted spans silenced
+(:mod:`voxwire.sessions.audio`): the new version is transcribed from that, never
+from a kept original, and its answer says so (``redacted_audio``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
-import wave
 
-from voxwire.audio.decoding import SAMPLE_RATE
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError, NotFoundError
+from voxwire.sessions.audio import AUDIO_BLOB, read_redaction
 from voxwire.sessions.options import resolve
 from voxwire.sessions.pools import PoolCheck
 from voxwire.store import SessionRecord, Store
@@ -39,34 +40,7 @@ from voxwire.wire.topics import REJOBS_TOPIC, RESULTS_TOPIC
 from voxwire_client.messages import ProgressMessage, SessionStatus, encode_message
 from voxwire_client.versions import RetranscribeAccepted, RetranscribeRequest
 
-AUDIO_BLOB = "audio.pcm"
-"""The session's audio as the engines take it (16 kHz mono PCM16LE): uploads
-and archived live streams alike."""
 _BYTES_PER_MS = 32  # 16 samples of 2 bytes
-
-
-def pcm_to_wav(pcm: bytes) -> bytes:
-    """16 kHz mono PCM16LE as a WAV file."""
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(SAMPLE_RATE)
-        wav.writeframes(pcm)
-    return out.getvalue()
-
-
-async def archived_wav(blobs: BlobStore, sid: str) -> bytes:
-    """The session's stored audio (:data:`AUDIO_BLOB`) as WAV; NotFoundError when none."""
-    try:
-        pcm = await asyncio.to_thread(blobs.get, blobs.key(sid, AUDIO_BLOB))
-    except NotFoundError:
-        raise NotFoundError(
-            "no audio stored for this session",
-            hint="a live stream's audio is stored once the stream has ended",
-            sid=sid,
-        ) from None
-    return pcm_to_wav(pcm)
 
 
 class RetranscribeService:
@@ -133,6 +107,11 @@ class RetranscribeService:
             version=reopened.version,
         )
         await self._bus.produce(REJOBS_TOPIC, sid, job.encode())
+        redacted = await asyncio.to_thread(read_redaction, self._blobs, sid)
         return RetranscribeAccepted(
-            sid=sid, version=reopened.version, model=options.model, first_seq=first_seq
+            sid=sid,
+            version=reopened.version,
+            model=options.model,
+            first_seq=first_seq,
+            redacted_audio=redacted is not None,
         )

@@ -9,20 +9,21 @@ from pathlib import PurePath
 
 from voxwire.access.control import AccessControl, NoAccessSync
 from voxwire.access.keys import KeyGrant
-from voxwire.audio.decoding import DecodedAudio, decode, float32_to_pcm16le
+from voxwire.audio.decoding import DecodedAudio, decode, float32_to_pcm16le, raw_format
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import AudioError, PayloadTooLargeError
+from voxwire.sessions.audio import AUDIO_BLOB, INCOMING_BLOB, ORIGINAL, UNREDACTED
 from voxwire.sessions.opening import announce, open_session, stored
 from voxwire.sessions.options import resolve
 from voxwire.sessions.pools import PoolCheck
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.pools import Lane
-from voxwire.wire.records import GATEWAY_SEQ, FileJob
+from voxwire.wire.records import GATEWAY_SEQ, FileJob, ResolvedOptions
 from voxwire.wire.topics import JOBS_TOPIC
 from voxwire_client.messages import ErrorMessage, ProgressMessage, SessionStatus
-from voxwire_client.options import SessionOptions
+from voxwire_client.options import RedactMode, SessionOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,9 @@ class Upload:
     filename: str | None
     data: bytes
     options: SessionOptions = field(default_factory=SessionOptions)
+    sample_rate: int | None = None
+    """The sample rate of a headerless file (raw G.711:
+    :func:`~voxwire.audio.decoding.raw_format`); None: its default."""
 
 
 def safe_extension(filename: str | None) -> str:
@@ -97,6 +101,7 @@ class UploadService:
                 upload.data,
                 max_seconds=self._settings.limits.max_audio_s,
                 name=upload.filename,
+                raw=raw_format(upload.filename, upload.sample_rate),
             )
         except AudioError as exc:
             exc.sid = sid
@@ -105,7 +110,7 @@ class UploadService:
             )
             await announce(self._store, self._bus, error)
             raise
-        audio_key = await asyncio.to_thread(self._save_audio, sid, upload, decoded)
+        audio_key = await asyncio.to_thread(self._save_audio, sid, upload, decoded, options)
         job = FileJob(
             **dict(options),
             sid=sid,
@@ -124,11 +129,19 @@ class UploadService:
         await self._bus.produce(JOBS_TOPIC, sid, job.model_dump_json().encode())
         return await stored(self._store, sid)
 
-    def _save_audio(self, sid: str, upload: Upload, decoded: DecodedAudio) -> str:
-        """Keep the original (for playback) and the decoded 16 kHz PCM (for workers)."""
-        original = self._blobs.key(sid, f"original.{safe_extension(upload.filename)}")
-        self._blobs.put(original, upload.data)
-        audio_key = self._blobs.key(sid, "audio.pcm")
+    def _save_audio(
+        self, sid: str, upload: Upload, decoded: DecodedAudio, options: ResolvedOptions
+    ) -> str:
+        """Keep the original (for playback) and the decoded 16 kHz PCM (for workers).
+        A redacted session keeps its original only when it asks to, and its PCM
+        waits as ``incoming.pcm`` until the worker has stored it redacted
+        (:mod:`voxwire.sessions.audio`)."""
+        redacted = options.redact is not RedactMode.OFF
+        if not redacted or options.keep_original_audio:
+            kept = UNREDACTED if redacted else ORIGINAL
+            original = self._blobs.key(sid, f"{kept}{safe_extension(upload.filename)}")
+            self._blobs.put(original, upload.data)
+        audio_key = self._blobs.key(sid, INCOMING_BLOB if redacted else AUDIO_BLOB)
         self._blobs.put(audio_key, float32_to_pcm16le(decoded.samples))
         return audio_key
 

@@ -3,7 +3,7 @@
 :class:`Store` is the interface; :class:`SqliteStore` serves embedded mode.
 """
 
-from voxwire.store.base import ApiKeyInfo, SessionRecord, Store, Tenant
+from voxwire.store.base import ApiKeyInfo, SessionRecord, SessionState, Store, Tenant
 from voxwire.store.sqlite import SqliteStore
 
-__all__ = ["ApiKeyInfo", "SessionRecord", "SqliteStore", "Store", "Tenant"]
+__all__ = ["ApiKeyInfo", "SessionRecord", "SessionState", "SqliteStore", "Store", "Tenant"]

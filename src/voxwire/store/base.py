@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -69,6 +69,20 @@ class Reopened:
 
     session: SessionRecord
     redact: RedactMode | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """A session as stored, tombstoned or not: a deleted session is read by no one
+    but the deletion, which needs its owner and how far it got."""
+
+    session: SessionRecord
+    deleted_at: datetime | None = None
+    """When it was tombstoned (None: not deleted)."""
+    reason: str | None = None
+    """Why it was deleted: ``request`` or ``retention``."""
+    purged_at: datetime | None = None
+    """When its deletion finished (None: not yet, or not deleted)."""
 
 
 def by_version(transcripts: Iterable[TranscriptMessage]) -> list[TranscriptMessage]:
@@ -142,6 +156,37 @@ class Store(Protocol):
     async def transcript_versions(self, sid: str) -> list[TranscriptMessage]:
         """The ``transcript`` message of each version published, by version (the
         last one of a version, should it have been published twice)."""
+        ...
+
+    # deletion: a tombstone first, then the session's data, then the deletion finished
+    async def session_state(self, sid: str) -> SessionState | None:
+        """Session ``sid`` as stored, tombstoned or not (None: never stored)."""
+        ...
+
+    async def mark_deleted(self, sid: str, reason: str) -> bool:
+        """Tombstone ``sid``: from now on it reads as missing. True when this call
+        tombstoned it (False: unknown, or tombstoned before; a claim for sweepers)."""
+        ...
+
+    async def purge_session(self, sid: str) -> None:
+        """Remove the session's message log, segments, matches and transcripts, and
+        blank its content (file name, text, prompts, errors); idempotent."""
+        ...
+
+    async def finish_deletion(self, sid: str) -> bool:
+        """Record that nothing of tombstoned ``sid`` is left; False if it was already."""
+        ...
+
+    async def unfinished_deletions(self, before: datetime, limit: int = 100) -> list[str]:
+        """Sids tombstoned before ``before`` whose deletion has not finished."""
+        ...
+
+    async def sessions_created_before(self, before: datetime, limit: int = 100) -> list[str]:
+        """Sids of sessions (not tombstoned) created before ``before``, oldest first."""
+        ...
+
+    async def deleted_among(self, sids: Collection[str]) -> set[str]:
+        """Which of ``sids`` are tombstoned."""
         ...
 
     async def close(self) -> None: ...

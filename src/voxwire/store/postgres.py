@@ -24,7 +24,7 @@ import contextlib
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -40,7 +40,14 @@ from voxwire.access import keys as auth
 from voxwire.access.keys import KeyGrant, KeyRole, NewKey
 from voxwire.access.owners import SessionOwner
 from voxwire.core.errors import StoreError
-from voxwire.store.base import ApiKeyInfo, Reopened, SessionRecord, Tenant, by_version
+from voxwire.store.base import (
+    ApiKeyInfo,
+    Reopened,
+    SessionRecord,
+    SessionState,
+    Tenant,
+    by_version,
+)
 from voxwire.store.postgres_migrations import migrate
 from voxwire.store.postgres_writes import Conn, record, record_new
 from voxwire_client.api import PromptSpec, RedactMode
@@ -250,7 +257,9 @@ class PostgresStore:
 
     async def session_owner(self, sid: str) -> SessionOwner | None:
         """The tenant and key owning ``sid`` (for the broker's HTTP ACL endpoint)."""
-        row = await self._one("SELECT tenant_id, key_id FROM sessions WHERE sid = %s", (sid,))
+        row = await self._one(
+            "SELECT tenant_id, key_id FROM sessions WHERE sid = %s AND deleted_at IS NULL", (sid,)
+        )
         return SessionOwner(row["tenant_id"], row["key_id"]) if row else None
 
     # -- sessions -----------------------------------------------------------
@@ -277,7 +286,7 @@ class PostgresStore:
     async def get_session(self, sid: str) -> SessionRecord | None:
         row = await self._one(
             "SELECT s.*, COALESCE(t.text, '') AS text FROM sessions s "
-            "LEFT JOIN transcripts t ON t.sid = s.sid WHERE s.sid = %s",
+            "LEFT JOIN transcripts t ON t.sid = s.sid WHERE s.sid = %s AND s.deleted_at IS NULL",
             (sid,),
         )
         return _session(row) if row else None
@@ -286,7 +295,7 @@ class PostgresStore:
         rows = await self._all(
             "SELECT s.*, COALESCE(t.text, '') AS text FROM sessions s "
             "LEFT JOIN transcripts t ON t.sid = s.sid "
-            "WHERE s.tenant_id = %s ORDER BY s.created_at DESC LIMIT %s",
+            "WHERE s.tenant_id = %s AND s.deleted_at IS NULL ORDER BY s.created_at DESC LIMIT %s",
             (tenant_id, limit),
         )
         return [_session(r) for r in rows]
@@ -295,13 +304,13 @@ class PostgresStore:
         rows = await self._all(
             "SELECT s.*, COALESCE(t.text, '') AS text FROM sessions s "
             "LEFT JOIN transcripts t ON t.sid = s.sid "
-            "WHERE s.sid > %s ORDER BY s.sid LIMIT %s",
+            "WHERE s.sid > %s AND s.deleted_at IS NULL ORDER BY s.sid LIMIT %s",
             (after, limit),
         )
         return [_session(r) for r in rows]
 
     async def count_sessions(self) -> int:
-        row = await self._one("SELECT count(*) AS n FROM sessions")
+        row = await self._one("SELECT count(*) AS n FROM sessions WHERE deleted_at IS NULL")
         return int(row["n"]) if row else 0
 
     # -- messages -------------------------------------------------------------
@@ -366,7 +375,8 @@ class PostgresStore:
         row = await self._one(
             "WITH s AS (UPDATE sessions SET status = 'queued', percent = 0, "
             "version = version + 1, error_code = NULL, error_message = NULL "
-            "WHERE sid = %s AND status IN ('completed', 'failed') RETURNING *) "
+            "WHERE sid = %s AND status IN ('completed', 'failed') AND deleted_at IS NULL "
+            "RETURNING *) "
             "SELECT s.*, COALESCE(t.text, '') AS text FROM s "
             "LEFT JOIN transcripts t ON t.sid = s.sid",
             (sid,),
@@ -384,8 +394,82 @@ class PostgresStore:
         )
         return by_version(TranscriptMessage.model_validate_json(r["payload"]) for r in rows)
 
+    # -- deletion -------------------------------------------------------------
+
+    async def session_state(self, sid: str) -> SessionState | None:
+        row = await self._one(
+            "SELECT s.*, COALESCE(t.text, '') AS text FROM sessions s "
+            "LEFT JOIN transcripts t ON t.sid = s.sid WHERE s.sid = %s",
+            (sid,),
+        )
+        if row is None:
+            return None
+        deleted, reason, purged = row["deleted_at"], row["deleted_reason"], row["purged_at"]
+        return SessionState(_session(row), deleted, reason, purged)
+
+    async def mark_deleted(self, sid: str, reason: str) -> bool:
+        """A conditional update: of gateways tombstoning one sid at once, one wins."""
+        changed = await self._run(
+            "UPDATE sessions SET deleted_at = now(), deleted_reason = %s "
+            "WHERE sid = %s AND deleted_at IS NULL",
+            (reason, sid),
+        )
+        return changed > 0
+
+    async def purge_session(self, sid: str) -> None:
+        async with self._connection() as conn, conn.transaction():
+            for statement in _PURGE:
+                await conn.execute(statement, (sid,))
+            await conn.execute(
+                "UPDATE sessions SET filename = NULL, prompts = '[]'::jsonb, language = NULL, "
+                "error_code = NULL, error_message = NULL, percent = 0 WHERE sid = %s",
+                (sid,),
+            )
+
+    async def finish_deletion(self, sid: str) -> bool:
+        changed = await self._run(
+            "UPDATE sessions SET purged_at = now() "
+            "WHERE sid = %s AND deleted_at IS NOT NULL AND purged_at IS NULL",
+            (sid,),
+        )
+        return changed > 0
+
+    async def unfinished_deletions(self, before: datetime, limit: int = 100) -> list[str]:
+        rows = await self._all(
+            "SELECT sid FROM sessions WHERE deleted_at IS NOT NULL AND purged_at IS NULL "
+            "AND deleted_at < %s ORDER BY deleted_at LIMIT %s",
+            (before, limit),
+        )
+        return [r["sid"] for r in rows]
+
+    async def sessions_created_before(self, before: datetime, limit: int = 100) -> list[str]:
+        rows = await self._all(
+            "SELECT sid FROM sessions WHERE deleted_at IS NULL AND created_at < %s "
+            "ORDER BY created_at LIMIT %s",
+            (before, limit),
+        )
+        return [r["sid"] for r in rows]
+
+    async def deleted_among(self, sids: Collection[str]) -> set[str]:
+        if not sids:
+            return set()
+        rows = await self._all(
+            "SELECT sid FROM sessions WHERE deleted_at IS NOT NULL AND sid = ANY(%s)",
+            (list(sids),),
+        )
+        return {r["sid"] for r in rows}
+
     async def close(self) -> None:
         await self._pool.close()
+
+
+_PURGE = (
+    "DELETE FROM messages WHERE sid = %s",
+    "DELETE FROM segments WHERE sid = %s",
+    "DELETE FROM matches WHERE sid = %s",
+    "DELETE FROM transcripts WHERE sid = %s",
+)
+"""What deleting a session removes from its rows (its content, every version)."""
 
 
 def _tenant(row: DictRow) -> Tenant:

@@ -16,6 +16,7 @@ import asyncio
 import secrets
 import sqlite3
 import threading
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +26,14 @@ from pydantic import TypeAdapter
 from voxwire.access import keys as auth
 from voxwire.access.keys import KeyGrant, KeyRole, NewKey
 from voxwire.access.owners import SessionOwner
-from voxwire.store.base import ApiKeyInfo, Reopened, SessionRecord, Tenant, by_version
+from voxwire.store.base import (
+    ApiKeyInfo,
+    Reopened,
+    SessionRecord,
+    SessionState,
+    Tenant,
+    by_version,
+)
 from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     MESSAGE_ADAPTER,
@@ -74,6 +82,9 @@ ADDED_COLUMNS = (
     ("sessions", "key_id", "TEXT"),
     ("sessions", "version", "INTEGER NOT NULL DEFAULT 1"),
     ("sessions", "redact", "TEXT"),
+    ("sessions", "deleted_at", "TEXT"),
+    ("sessions", "deleted_reason", "TEXT"),
+    ("sessions", "purged_at", "TEXT"),
 )
 """Columns added after the first schema: (table, column, definition)."""
 
@@ -97,6 +108,7 @@ class SqliteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA secure_delete=ON")  # deleted content is overwritten
             self._db.executescript(SCHEMA)
             for table, column, definition in ADDED_COLUMNS:
                 have = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
@@ -174,7 +186,7 @@ class SqliteStore:
         row = await asyncio.get_running_loop().run_in_executor(
             self._lookups,
             self._one,
-            "SELECT tenant_id, key_id FROM sessions WHERE sid = ?",
+            "SELECT tenant_id, key_id FROM sessions WHERE sid = ? AND deleted_at IS NULL",
             (sid,),
         )
         return SessionOwner(row["tenant_id"], row["key_id"]) if row else None
@@ -241,24 +253,26 @@ class SqliteStore:
         )
 
     async def get_session(self, sid: str) -> SessionRecord | None:
-        row = self._one("SELECT * FROM sessions WHERE sid = ?", (sid,))
+        row = self._one("SELECT * FROM sessions WHERE sid = ? AND deleted_at IS NULL", (sid,))
         return _session(row) if row else None
 
     async def list_sessions(self, tenant_id: str, limit: int = 100) -> list[SessionRecord]:
         rows = self._all(
-            "SELECT * FROM sessions WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?",
+            "SELECT * FROM sessions WHERE tenant_id = ? AND deleted_at IS NULL "
+            "ORDER BY created_at DESC LIMIT ?",
             (tenant_id, limit),
         )
         return [_session(r) for r in rows]
 
     async def all_sessions(self, after: str = "", limit: int = 500) -> list[SessionRecord]:
         rows = self._all(
-            "SELECT * FROM sessions WHERE sid > ? ORDER BY sid LIMIT ?", (after, limit)
+            "SELECT * FROM sessions WHERE sid > ? AND deleted_at IS NULL ORDER BY sid LIMIT ?",
+            (after, limit),
         )
         return [_session(r) for r in rows]
 
     async def count_sessions(self) -> int:
-        row = self._one("SELECT count(*) FROM sessions")
+        row = self._one("SELECT count(*) FROM sessions WHERE deleted_at IS NULL")
         return int(row[0]) if row else 0
 
     # -- messages -------------------------------------------------------------
@@ -310,7 +324,8 @@ class SqliteStore:
         rows = self._all(
             "UPDATE sessions SET status = 'queued', percent = 0, version = version + 1, "
             "error_code = NULL, error_message = NULL "
-            "WHERE sid = ? AND status IN ('completed', 'failed') RETURNING *",
+            "WHERE sid = ? AND status IN ('completed', 'failed') AND deleted_at IS NULL "
+            "RETURNING *",
             (sid,),
         )
         if not rows:
@@ -326,6 +341,73 @@ class SqliteStore:
         )
         return by_version(TranscriptMessage.model_validate_json(r["payload"]) for r in rows)
 
+    # -- deletion -------------------------------------------------------------
+
+    async def session_state(self, sid: str) -> SessionState | None:
+        row = self._one("SELECT * FROM sessions WHERE sid = ?", (sid,))
+        if row is None:
+            return None
+        return SessionState(
+            _session(row), _time(row["deleted_at"]), row["deleted_reason"], _time(row["purged_at"])
+        )
+
+    async def mark_deleted(self, sid: str, reason: str) -> bool:
+        changed = self._run(
+            "UPDATE sessions SET deleted_at = ?, deleted_reason = ? "
+            "WHERE sid = ? AND deleted_at IS NULL",
+            (_now(), reason, sid),
+        )
+        return changed > 0
+
+    async def purge_session(self, sid: str) -> None:
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("messages", "segments", "matches"):
+                    db.execute(f"DELETE FROM {table} WHERE sid = ?", (sid,))  # noqa: S608
+                db.execute(_BLANK_SESSION, (sid,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's copies of its pages
+
+    async def finish_deletion(self, sid: str) -> bool:
+        changed = self._run(
+            "UPDATE sessions SET purged_at = ? "
+            "WHERE sid = ? AND deleted_at IS NOT NULL AND purged_at IS NULL",
+            (_now(), sid),
+        )
+        return changed > 0
+
+    async def unfinished_deletions(self, before: datetime, limit: int = 100) -> list[str]:
+        rows = self._all(
+            "SELECT sid FROM sessions WHERE deleted_at IS NOT NULL AND purged_at IS NULL "
+            "AND deleted_at < ? ORDER BY deleted_at LIMIT ?",
+            (before.astimezone(UTC).isoformat(), limit),
+        )
+        return [r["sid"] for r in rows]
+
+    async def sessions_created_before(self, before: datetime, limit: int = 100) -> list[str]:
+        rows = self._all(
+            "SELECT sid FROM sessions WHERE deleted_at IS NULL AND created_at < ? "
+            "ORDER BY created_at LIMIT ?",
+            (before.astimezone(UTC).isoformat(), limit),
+        )
+        return [r["sid"] for r in rows]
+
+    async def deleted_among(self, sids: Collection[str]) -> set[str]:
+        wanted = list(sids)
+        if not wanted:
+            return set()
+        marks = ",".join("?" * len(wanted))
+        rows = self._all(
+            f"SELECT sid FROM sessions WHERE deleted_at IS NOT NULL AND sid IN ({marks})",  # noqa: S608
+            tuple(wanted),
+        )
+        return {r["sid"] for r in rows}
+
     async def ping(self) -> None:
         """Whether the database file answers a query (readiness)."""
         await asyncio.get_running_loop().run_in_executor(self._lookups, self._one, "SELECT 1")
@@ -334,6 +416,13 @@ class SqliteStore:
         self._lookups.shutdown(wait=True)
         with self._lock:
             self._db.close()
+
+
+_BLANK_SESSION = (
+    "UPDATE sessions SET filename = NULL, text = '', prompts = '[]', language = NULL, "
+    "error_code = NULL, error_message = NULL, percent = 0 WHERE sid = ?"
+)
+"""What a deleted session keeps: its sid, owner, times and state, not its content."""
 
 
 def _apply(db: sqlite3.Connection, message: Message) -> None:

@@ -2,7 +2,9 @@
 
 Pure code, no I/O: segments in, text out.
 
-- ``txt``: a line per segment, ``S1: `` before it when the segment has a speaker.
+- ``txt``: a line per segment, ``S1: `` before it when the segment has a speaker;
+  a segment that ``continues`` the utterance before (a live early final's
+  continuation, same speaker) goes on that line.
 - ``srt``: numbered cues, ``00:00:01,200 --> 00:00:03,900``, the speaker as a
   ``S1: `` prefix on the cue's first line (SRT has no voice markup).
 - ``vtt``: ``WEBVTT``, then cues ``00:00:01.200 --> 00:00:03.900`` with the
@@ -85,7 +87,17 @@ def render(segments: Sequence[SegmentData], fmt: TranscriptFormat) -> str:
 
 
 def to_txt(segments: Sequence[SegmentData]) -> str:
-    lines = [_label(s.speaker, ": ") + s.text.strip() for s in segments if s.text.strip()]
+    lines: list[str] = []
+    speaker: str | None = None
+    for segment in segments:
+        text = segment.text.strip()
+        if not text:
+            continue
+        if lines and segment.continues and segment.speaker == speaker:
+            lines[-1] += f" {text}"
+        else:
+            lines.append(_label(segment.speaker, ": ") + text)
+        speaker = segment.speaker
     return "".join(f"{line}\n" for line in lines)
 
 

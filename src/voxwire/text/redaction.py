@@ -94,6 +94,10 @@ them personal can show in a partial: the "jane" of "jane dot doe at example dot
 com" until "dot" is said (outside an email statement), and the street name of
 an address until its street type is said (outside "I live at ...").
 
+People's names (``PERSON``) are found too where the ``redact_names`` setting
+is on (off by default; :func:`find_names`): by spaCy's small English NER model
+(:mod:`voxwire.text.names`), loaded once per worker, on finals and partials.
+
 Counts per entity type are kept (``voxwire_redactions_total`` in
 :mod:`voxwire.core.metrics`); the original text is never logged.
 """
@@ -114,6 +118,7 @@ from voxwire.text.heard import (
     spelled_ibans,
     statement_values,
 )
+from voxwire.text.names import NameFinder
 from voxwire.text.normalization import normalize
 from voxwire.text.number_runs import Tail, personal_runs, tail_of
 from voxwire.text.words import Replacement, redact_words
@@ -124,6 +129,7 @@ MIN_SCORE = 0.4
 CONTEXT_BOOST = 0.35  # presidio's default context similarity factor
 CONTEXT_WORDS_BEFORE = 6
 CONTEXT_SCORE = 0.85  # a number in a context: below a recognizer's validated find
+NAME_SCORE = 0.85  # a person's name, as the names model finds it
 NO_TAIL = Tail()
 
 _STREET_TYPES = "|".join(STREET_TYPES)
@@ -164,11 +170,13 @@ class _Piece:
 
 class Redactor:
     """Finds and redacts personal data; build once (loading the recognizers
-    takes about a second) and share: it keeps no state between calls."""
+    takes about a second) and share: it keeps no state between calls.
+    ``names``: people's names are found too (``PERSON``)."""
 
-    def __init__(self, min_score: float = MIN_SCORE) -> None:
+    def __init__(self, min_score: float = MIN_SCORE, names: NameFinder | None = None) -> None:
         self._recognizers = _recognizers()
         self._min_score = min_score
+        self._names = names
 
     def find(
         self,
@@ -192,6 +200,8 @@ class Redactor:
             Finding(s.entity, s.start, s.end, CONTEXT_SCORE if s.entity != "NUMBER" else 0.0)
             for s in spans
         ]
+        if self._names is not None:
+            found += [Finding("PERSON", n.start, n.end, NAME_SCORE) for n in self._names.find(text)]
         pieces = _spoken_view(text)
         view = "".join(p.text for p in pieces)
         if view != text:
@@ -269,10 +279,28 @@ class Redactor:
         return found
 
 
+@dataclass
+class _Choice:
+    names: bool = False
+
+
+_CHOSEN = _Choice()
+
+
+def find_names(on: bool) -> None:
+    """Whether this process's redactor finds people's names (the ``redact_names``
+    setting, given when a worker starts); on, the model is loaded now, once."""
+    if on != _CHOSEN.names:
+        _CHOSEN.names = on
+        redactor.cache_clear()
+    if on:
+        redactor()
+
+
 @functools.cache
 def redactor() -> Redactor:
-    """The process's redactor, built on first use."""
-    return Redactor()
+    """The process's redactor, built on first use (with :func:`find_names`'s choice)."""
+    return Redactor(names=NameFinder() if _CHOSEN.names else None)
 
 
 def _in_context(recognizer: Any, words: list[tuple[int, str]], start: int) -> bool:

@@ -28,6 +28,7 @@ from voxwire.workers.stream.endpointing import (
     SpeechStopped,
     endpoint,
 )
+from voxwire_client.options import Endpointing, EndpointingPolicy
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -195,6 +196,78 @@ def test_final_likely_waits_for_the_post_roll_and_skips_drops(config: EndpointCo
     assert of(FinalLikely, seven) == []
     assert of(FinalLikely, endpoint(runs((SPEECH, 40), (QUIET, 7)), config)) != []
     assert of(FinalLikely, endpoint(runs((SPEECH, 3), (QUIET, 30)), config)) == []  # a blip
+
+
+# --- early close (policy fast) ------------------------------------------------------------
+
+
+def likely_after(endpointer: Endpointer, parts: list[float]) -> FinalLikely:
+    (likely,) = of(FinalLikely, feed(endpointer, parts))
+    return likely
+
+
+def test_an_early_close_ends_the_segment_at_the_likely_bounds(config: EndpointConfig) -> None:
+    endpointer = Endpointer(config)
+    likely = likely_after(endpointer, runs((SPEECH, 40), (QUIET, 8)))
+    events = endpointer.close_early(likely.start_ms, likely.end_ms)
+    assert events == [
+        SegmentFinal(likely.start_ms, likely.end_ms, "early"),
+        SpeechStopped(likely.end_ms),
+    ]
+    assert not endpointer.in_speech
+    # the rest of the pause gives nothing more: no second final for the same speech
+    assert of(SegmentFinal, feed(endpointer, runs((QUIET, 40)), first_frame=48)) == []
+
+
+def test_the_fast_policy_decodes_its_likely_final_sooner_into_a_pause() -> None:
+    fast = EndpointConfig.of(Endpointing(policy=EndpointingPolicy.FAST))
+    assert (fast.post_roll_ms, EndpointConfig.of(Endpointing()).post_roll_ms) == (128, 200)
+    (likely,) = of(FinalLikely, endpoint(runs((SPEECH, 40), (QUIET, 4)), fast))
+    assert likely.end_ms == 40 * F + 128  # four frames into the pause
+
+
+def test_speech_within_min_silence_of_an_early_close_continues_it(config: EndpointConfig) -> None:
+    endpointer = Endpointer(config)
+    likely = likely_after(endpointer, runs((SPEECH, 40), (QUIET, 8)))
+    endpointer.close_early(likely.start_ms, likely.end_ms)
+    # the pause began at frame 40; speech again at frame 50 (320 ms < 600 ms)
+    events = feed(endpointer, runs((QUIET, 2), (SPEECH, 20), (QUIET, 30)), first_frame=48)
+    (final,) = of(SegmentFinal, events)
+    assert final.continues and final.reason == "silence"
+    assert final.start_ms == likely.end_ms  # clamped at the early final's end: no overlap
+    assert final.utterance_ms == likely.start_ms  # decoded after the early final's audio
+
+
+def test_the_audio_of_an_utterance_that_may_go_on_is_kept(config: EndpointConfig) -> None:
+    endpointer = Endpointer(config)
+    likely = likely_after(endpointer, runs((SPEECH, 40), (QUIET, 8)))
+    endpointer.close_early(likely.start_ms, likely.end_ms)
+    assert endpointer.retain_from_ms == likely.start_ms  # within min_silence_ms of the pause
+    feed(endpointer, runs((QUIET, 2), (SPEECH, 10)), first_frame=48)
+    assert endpointer.retain_from_ms == likely.start_ms  # the continuation's lead
+    feed(endpointer, runs((QUIET, 30)), first_frame=60)
+    assert endpointer.retain_from_ms > likely.end_ms  # closed: let go
+
+
+def test_speech_after_min_silence_is_a_new_utterance(config: EndpointConfig) -> None:
+    endpointer = Endpointer(config)
+    likely = likely_after(endpointer, runs((SPEECH, 40), (QUIET, 8)))
+    endpointer.close_early(likely.start_ms, likely.end_ms)
+    events = feed(endpointer, runs((QUIET, 20), (SPEECH, 20), (QUIET, 30)), first_frame=48)
+    (final,) = of(SegmentFinal, events)
+    assert not final.continues
+
+
+def test_no_early_close_once_speech_resumed_or_for_other_bounds(config: EndpointConfig) -> None:
+    endpointer = Endpointer(config)
+    likely = likely_after(endpointer, runs((SPEECH, 40), (QUIET, 8)))
+    assert endpointer.close_early(likely.start_ms, likely.end_ms + 32) == []
+    feed(endpointer, runs((SPEECH, 5)), first_frame=48)  # the decode came back too late
+    assert endpointer.close_early(likely.start_ms, likely.end_ms) == []
+    events = feed(endpointer, runs((QUIET, 30)), first_frame=53)
+    (final,) = of(SegmentFinal, events)
+    assert (final.start_ms, final.reason, final.continues) == (likely.start_ms, "silence", False)
+    assert endpointer.close_early(final.start_ms, final.end_ms) == []  # closed already
 
 
 # --- forced final at max_segment_s ---------------------------------------------------------

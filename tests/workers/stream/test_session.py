@@ -31,6 +31,7 @@ from voxwire.workers.engine import (
     Segment,
     SegmentCallback,
     TranscriptionAborted,
+    Word,
 )
 from voxwire.workers.engines import create_engine
 from voxwire.workers.stream.checkpoints import StreamCheckpoint
@@ -585,6 +586,91 @@ def test_latency_breakdown_and_lag() -> None:
     parsed = parse_message(wire)
     assert isinstance(parsed, SegmentMessage) and parsed.latency == final.latency
     assert parsed.segment == final.segment
+
+
+def fast_run(
+    text: str, spans: list[tuple[int, int, float]], seconds: float = 6.0
+) -> tuple[list[Message], list[float]]:
+    """A stream under the fast policy; each message with the clock when it was sent.
+    The engine hears ``text`` with the audio's length in ms for ``{}``."""
+    clock, out, times = Clock(), [], []
+    engine = ScriptedEngine(lambda a: text.format(len(a) // 16), clock=clock, cost_s=0.05)
+    config = StreamConfig(endpointing=Endpointing(policy="fast"))
+
+    def emit(message: Message) -> None:
+        out.append(message)
+        times.append(clock.t)
+
+    session = OneStream(
+        "s1", engine, EngineOptions(), config, (), emit, vad=ScriptedVad(spans), now=clock
+    )
+    feed(session, tone(seconds), clock)
+    return out, times
+
+
+def test_fast_policy_sends_a_finished_sentence_s_final_at_the_likely_final() -> None:
+    out, times = fast_run("That took {} ms.", [(1000, 3000, 0.95)])
+    (final,) = of_type(out, "final")
+    # speech ends at 3008 ms; the pause lasts the fast policy's 128 ms post-roll
+    # in the chunk of 3.2 s; the likely final is decoded (50 ms) and is the
+    # final: 450 ms before the 600 ms of silence end
+    assert final.segment.end_ms == 3136 and not final.segment.continues
+    assert times[out.index(final)] == pytest.approx(3.25)
+    assert final.latency is not None and final.latency.vad_ms == 50
+    assert [p.segment.end_ms for p in of_type(out, "partial")] == [2848]  # no likely partial
+    assert [f.segment.end_ms for f in of_type(out, "final")] == [3136]  # no second final
+
+
+def test_fast_policy_waits_for_the_silence_when_the_sentence_goes_on() -> None:
+    out, times = fast_run("So {} ms went to the.", [(1000, 3000, 0.95)])
+    (final,) = of_type(out, "final")
+    assert times[out.index(final)] == pytest.approx(3.7)  # 600 ms of silence, as balanced
+    assert [p.segment.end_ms for p in of_type(out, "partial")] == [2848, 3136]
+
+
+class WordsEngine(ScriptedEngine):
+    """A word with its times for every 250 ms of audio, the last one ending a sentence."""
+
+    def transcribe(
+        self,
+        audio: Audio,
+        options: EngineOptions,
+        on_segment: SegmentCallback | None = None,
+        abort: Callable[[], bool] | None = None,
+    ) -> list[Segment]:
+        self.calls.append(len(audio) // 16)
+        count = max(1, len(audio) // 16 // 250)
+        words = tuple(
+            Word(f"w{n}" + ("." if n == count - 1 else ""), n * 250, n * 250 + 200, 0.9)
+            for n in range(count)
+        )
+        return [Segment(0, count * 250, " ".join(w.word for w in words), words=words)]
+
+
+def test_speech_resumed_after_an_early_final_continues_its_utterance() -> None:
+    # a 400 ms pause: the early final goes out, then the speaker goes on
+    clock, out = Clock(), []
+    engine = WordsEngine()
+    config = StreamConfig(endpointing=Endpointing(policy="fast"))
+    spans = [(1000, 3000, 0.95), (3400, 4600, 0.95)]
+    session = OneStream(
+        "s1", engine, EngineOptions(), config, (), out.append, vad=ScriptedVad(spans), now=clock
+    )
+    feed(session, tone(6.0), clock)
+    first, second = of_type(out, "final")
+    assert (first.segment.continues, second.segment.continues) == (False, True)
+    assert first.segment.end_ms == 3136 <= second.segment.start_ms
+    # the continuation was decoded after the utterance it goes on with (its lead),
+    # and holds only its own words
+    longest = max(engine.calls)
+    assert longest >= second.segment.end_ms - first.segment.start_ms - 50, engine.calls
+    own = (second.segment.end_ms - second.segment.start_ms) // 250
+    assert len(second.segment.text.split()) <= own + 1, second.segment.text
+    (transcript,) = [m for m in out if isinstance(m, TranscriptMessage)]
+    assert [s.continues for s in transcript.segments] == [False, True]
+    # after a full silence the next utterance is new
+    out, _ = fast_run("It was late.", [(1000, 3000, 0.95), (4000, 5000, 0.95)])
+    assert [f.segment.continues for f in of_type(out, "final")] == [False, False]
 
 
 def test_lag_counts_the_oldest_unfinished_work() -> None:

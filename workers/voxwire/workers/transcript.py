@@ -218,9 +218,11 @@ class TranscriptBuilder:
         words: Sequence[WordData] = (),
         *,
         speaker: str | None = None,
+        continues: bool = False,
     ) -> list[Message]:
         """Commit a final (with its ``words``, if any: :func:`words_of`; of
-        ``speaker`` when diarized): its message, then a match message per prompt heard."""
+        ``speaker`` when diarized; ``continues`` the utterance of the final before):
+        its message, then a match message per prompt heard."""
         self.end_segment()
         if self._redact is not RedactMode.OFF:
             redacted, words = redactor().redact_segment(
@@ -229,7 +231,7 @@ class TranscriptBuilder:
             self._tail = Redactor.tail(text, self._tail)
             text = redacted
         data = self._segment(start_ms, end_ms, text, speaker)
-        data = data.model_copy(update={"words": tuple(words)})
+        data = data.model_copy(update={"words": tuple(words), "continues": continues})
         self.finals.append(data)
         final = SegmentMessage(
             sid=self.sid,

@@ -1,6 +1,9 @@
 """The gateway's HTTP routes, one :class:`fastapi.APIRouter` per resource:
 :mod:`.health` (health, readiness, metrics), :mod:`.uploads` (a file becomes a
-session), :mod:`.streams` (live streams and their prompts), :mod:`.sessions` (a
-session's status, transcript, messages, audio, re-transcription), :mod:`.search`
-and :mod:`.tokens`. The EMQX hooks are :mod:`voxwire.gateway.emqx`.
+session), :mod:`.streams` (live streams and their prompts), :mod:`.telephony` (a
+telephony platform's media stream of a call, protocol in
+:mod:`voxwire.gateway.media_stream`), :mod:`.sessions` (a
+session's status, transcript, messages, audio, re-transcription), :mod:`.search`,
+:mod:`.tokens` and :mod:`.openai` (OpenAI's audio API, its shapes in
+:mod:`voxwire.gateway.openai_api`). The EMQX hooks are :mod:`voxwire.gateway.emqx`.
 """

@@ -1,5 +1,7 @@
-"""``/healthz`` (alive), ``/readyz`` (every dependency answers: 200, else 503 with a
-reason for each; :mod:`voxwire.core.readiness`) and ``/metrics``: no key needed."""
+"""``/healthz`` (alive and making progress, else 503 with what is stuck:
+:mod:`voxwire.core.liveness`), ``/readyz`` (every dependency answers: 200, else
+503 with a reason for each; :mod:`voxwire.core.readiness`) and ``/metrics``: no
+key needed."""
 
 from __future__ import annotations
 
@@ -23,12 +25,16 @@ async def metrics() -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get(HEALTH_PATH, response_model=Health)
-async def health(gateway: GatewayDep) -> Health:
+@router.get(HEALTH_PATH, response_model=Health, responses={503: {"model": Health}})
+async def health(gateway: GatewayDep) -> Health | JSONResponse:
+    """What the platform serves; 503 (``status`` stuck, with ``problems``) when a
+    part of this process stopped making progress (:mod:`voxwire.core.liveness`)."""
     ctx = gateway.ctx
     settings = ctx.settings
-    return Health(
-        status="ok",
+    liveness = ctx.liveness.report()
+    health = Health(
+        status=liveness.status,
+        problems=liveness.problems,
         version=version("voxwire"),
         mode=settings.mode,
         workers=ctx.workers,
@@ -37,6 +43,9 @@ async def health(gateway: GatewayDep) -> Health:
         models=served_models(settings),
         routes=settings.pools.routes,
     )
+    if liveness.alive:
+        return health
+    return JSONResponse(health.model_dump(mode="json"), status_code=liveness.http_status)
 
 
 @router.get(READY_PATH, response_model=ReadinessReport, responses={503: {}})

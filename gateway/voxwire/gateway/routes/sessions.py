@@ -1,19 +1,28 @@
 """A session's routes: list, status, transcript (any kept version, in any export
-format), messages, audio, and re-transcription. A session's own routes take its
-API key or a session token naming it (:data:`~voxwire.gateway.auth.Owned`)."""
+format), messages, audio, re-transcription, and deletion. A session's own routes
+take its API key or a session token naming it (:data:`~voxwire.gateway.auth.Owned`);
+deleting it takes its owner's API key."""
 
 from __future__ import annotations
 
 import asyncio
-import mimetypes
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from voxwire.gateway.auth import Caller, Owned, session_of
+from voxwire.core.errors import ForbiddenError
+from voxwire.gateway.auth import (
+    AnyKey,
+    Caller,
+    Owned,
+    is_session_token,
+    session_of,
+    state_of,
+)
 from voxwire.gateway.context import GatewayDep
-from voxwire.sessions.retranscribe import archived_wav
+from voxwire.sessions.audio import original_audio, served_audio
+from voxwire.sessions.deletion import Actor, Reason
 from voxwire.sessions.views import session_info, transcript_of
 from voxwire.text.exports import CONTENT_TYPES, TEXT_FORMATS, render, transcript_format
 from voxwire_client.api import (
@@ -93,13 +102,49 @@ async def get_messages(
     return MessagesPage(sid=session.sid, messages=messages, last_seq=session.last_seq)
 
 
-@router.get("/v1/sessions/{sid}/audio", response_class=Response)
-async def get_audio(session: Owned, gateway: GatewayDep) -> Response:
-    """The uploaded file as it came, else (a live stream) its archived audio as WAV."""
-    blobs = gateway.ctx.blobs
-    key = blobs.find(session.sid, "original.")
-    if key is None:
-        return Response(await archived_wav(blobs, session.sid), media_type="audio/wav")
-    data = await asyncio.to_thread(blobs.get, key)
-    media = mimetypes.guess_type(key)[0] or "application/octet-stream"
-    return Response(content=data, media_type=media)
+@router.get(
+    "/v1/sessions/{sid}/audio",
+    response_class=Response,
+    responses={403: {"model": ErrorBody}, 404: {"model": ErrorBody}},
+)
+async def get_audio(
+    session: Owned,
+    gateway: GatewayDep,
+    request: Request,
+    original: Annotated[
+        bool,
+        Query(
+            description="a redacted session's audio as recorded (keep_original_audio): "
+            "for an API key of its tenant, not a session token"
+        ),
+    ] = False,
+) -> Response:
+    """The uploaded file as it came, else the stored audio as WAV; a redacted
+    session's with the redacted spans silenced (:mod:`voxwire.sessions.audio`)."""
+    if original and is_session_token(request):
+        raise ForbiddenError(
+            "a session's original audio is for its owner: a session token cannot fetch it",
+            hint="ask with the API key that owns the session",
+            sid=session.sid,
+        )
+    fetch = original_audio if original else served_audio
+    audio = await asyncio.to_thread(fetch, gateway.ctx.blobs, session.sid)
+    return Response(content=audio.data, media_type=audio.media_type)
+
+
+@router.delete(
+    "/v1/sessions/{sid}",
+    status_code=204,
+    response_class=Response,
+    responses={404: {"model": ErrorBody}},
+)
+async def delete_session(sid: str, caller: AnyKey, gateway: GatewayDep) -> Response:
+    """Delete the session everywhere: its audio, every transcript version, its
+    messages, matches and search entries, its live checkpoint and its retained
+    MQTT messages; a live stream is ended first. Asking again answers 204 too;
+    the session answers 404 everywhere else from now on. Needs the API key of
+    its tenant (a device key: one that opened it)."""
+    tenant, key = caller
+    state = await state_of(gateway, sid, tenant, key)
+    await gateway.eraser.delete(state, Actor(tenant.id, key.key_id), Reason.REQUEST)
+    return Response(status_code=204)

@@ -66,6 +66,14 @@ async def create_session(
         str | None,
         Form(description="transcribe (the default) or translate: the text in English"),
     ] = None,
+    keep_original_audio: Annotated[
+        str | None,
+        Form(description="with redaction: true keeps the audio as recorded too, for the owner"),
+    ] = None,
+    sample_rate: Annotated[
+        int | None,
+        Form(description="of a headerless G.711 file (.ul, .al): 8000 (the default) or 16000"),
+    ] = None,
 ) -> SessionCreated:
     uploads, settings = gateway.uploads, gateway.ctx.settings
     declared = request.headers.get("content-length")
@@ -82,9 +90,10 @@ async def create_session(
         max_speakers=max_speakers,
         vocabulary=vocabulary,
         task=task,
+        keep_original_audio=keep_original_audio,
     )
     session = await uploads.accept(
-        caller[0], Upload(file.filename, data, form.options()), key=caller[1]
+        caller[0], Upload(file.filename, data, form.options(), sample_rate), key=caller[1]
     )
     return SessionCreated(
         **session_info(session).model_dump(), endpoints=endpoints(settings, session.sid)

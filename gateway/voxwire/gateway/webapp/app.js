@@ -104,6 +104,7 @@ class SessionView {
     for (const link of this.downloads.querySelectorAll("a")) {
       link.addEventListener("click", (/** @type {MouseEvent} */ event) => this.download(event, link));
     }
+    this.root.querySelector(".delete").addEventListener("click", () => this.erase());
     this.finals = 0;
     this.reconnectingText = "reconnecting…";
     this.beforeReconnect = "";
@@ -113,6 +114,29 @@ class SessionView {
   offerDownloads(sid) {
     this.root.dataset.sid = sid;
     this.downloads.hidden = false;
+  }
+
+  /**
+   * Delete the session everywhere (audio, transcripts, search entries, messages),
+   * once the user confirms; the view then says so and offers nothing more.
+   */
+  async erase() {
+    const sid = this.root.dataset.sid;
+    if (!client || !sid) return;
+    if (!window.confirm("Delete this session's audio, transcripts and search entries? This cannot be undone.")) return;
+    try {
+      await client.deleteSession(sid);
+    } catch (error) {
+      notify(error);
+      return;
+    }
+    this.root.dataset.deleted = "true";
+    this.downloads.hidden = true;
+    this.player.removeAttribute("src");
+    this.player.hidden = true;
+    this.segmentList.replaceChildren();
+    this.matchList.replaceChildren();
+    this.status("deleted");
   }
 
   /**
@@ -203,10 +227,12 @@ class SessionView {
   /**
    * Show a segment in index order; a final replaces the partial of its index.
    * A diarized segment shows its speaker's label, in the speaker's colour; a
-   * translated one says from which language ("de → en").
+   * translated one says from which language ("de → en"). A final that
+   * `continues` the one before (the speaker went on after an early final) is
+   * shown as the rest of that line: no time of its own, no rule between.
    * The row keeps the `seq` of the message that last set it.
    * @param {{index: number, start_ms: number, end_ms: number, text: string, speaker?: string | null,
-   *   task?: string, language?: string | null}} segment
+   *   task?: string, language?: string | null, continues?: boolean}} segment
    * @param {boolean} partial
    * @param {number} [seq]
    */
@@ -222,6 +248,7 @@ class SessionView {
     if (!partial) row.dataset.final = "true";
     else if (row.dataset.final) return; // a late partial never undoes a final
     row.classList.toggle("partial", partial);
+    if (segment.continues) row.dataset.continues = "true";
     if (seq !== undefined) row.dataset.seq = String(seq);
     row.dataset.startMs = String(segment.start_ms);
     row.dataset.endMs = String(segment.end_ms);

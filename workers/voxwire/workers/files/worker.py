@@ -51,6 +51,7 @@ from voxwire.core.metrics import (
     JOBS_IN_FLIGHT,
     REALTIME_FACTOR,
 )
+from voxwire.sessions.audio import INCOMING_BLOB, Redaction, read_redaction, store_redacted
 from voxwire.wire.pools import REJOBS_SUFFIX, WORKER_GROUP, Pool
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import JOBS_TOPIC, REJOBS_TOPIC, RESULTS_TOPIC, WINDOWS_TOPIC
@@ -59,7 +60,14 @@ from voxwire.workers.engine import Engine, EngineOptions, TranscriptionAborted
 from voxwire.workers.files.job import run_file_job
 from voxwire.workers.files.lanes import JobLanes
 from voxwire.workers.transcript import error_message
-from voxwire_client.messages import Message, SegmentData, SegmentMessage, encode_message
+from voxwire_client.messages import (
+    Message,
+    SegmentData,
+    SegmentMessage,
+    TranscriptMessage,
+    encode_message,
+)
+from voxwire_client.options import RedactMode
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +274,8 @@ class FileWorker:
             # Called from whisper.cpp's segment callback: hand the message to the
             # loop and return at once (the engine must not wait on the bus). The
             # loop runs the produce calls in the order they were handed over.
+            if isinstance(message, TranscriptMessage) and job.redact is not RedactMode.OFF:
+                self._store_redacted(job, message)  # before the transcript is out
             send(RESULTS_TOPIC, message.sid, encode_message(message))
             if isinstance(message, SegmentMessage) and message.type == "final" and job.version == 1:
                 # a new version's windows: the indexer makes them from its transcript
@@ -286,4 +296,24 @@ class FileWorker:
             )
         finally:  # the job counts as done only once the bus has every message
             await asyncio.gather(*(asyncio.wrap_future(f) for f in producing))
+        if job.audio_key == self._blobs.key(job.sid, INCOMING_BLOB):
+            await asyncio.to_thread(self._forget_incoming, job)
         return job.duration_ms
+
+    def _store_redacted(self, job: FileJob, transcript: TranscriptMessage) -> None:
+        """Store the job's audio with what its transcript redacted silenced
+        (:mod:`voxwire.sessions.audio`); a blob store that fails leaves the
+        session without playable audio, not without its transcript."""
+        try:
+            pcm = self._blobs.get(job.audio_key)
+            redaction = Redaction(transcript.segments, version=job.version)
+            done = store_redacted(self._blobs, job.sid, pcm, redaction)
+        except VoxwireError as exc:
+            log.error("job %s: its redacted audio could not be stored: %s", job.sid, exc)
+            return
+        log.info("job %s: audio stored with %d span(s) silenced", job.sid, len(done.spans_ms))
+
+    def _forget_incoming(self, job: FileJob) -> None:
+        """A redacted upload's audio as recorded, once stored redacted: gone."""
+        if read_redaction(self._blobs, job.sid) is not None:
+            self._blobs.delete(job.audio_key)

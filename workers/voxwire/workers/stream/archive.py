@@ -7,7 +7,11 @@ and, for Opus, decoding; 16 kHz mono PCM16LE). As the stream goes, every
 :data:`PART_SECONDS` of it is written as a part, ``<sid>/live.<first sample>.pcm``;
 once the stream has ended, the last part is written and the parts are joined
 into ``<sid>/audio.pcm`` (what uploads keep too), then deleted. A worker holds
-at most a part's worth (30 s: 960 KB) of each stream's audio.
+at most a part's worth (30 s: 960 KB) of each stream's audio. A redacted
+stream's ``audio.pcm`` has its redacted spans silenced, from the times of the
+redacted words of its finals, and its audio as recorded is kept only with
+``keep_original_audio`` (:mod:`voxwire.sessions.audio`); its parts, as
+recorded, live only while the stream does.
 
 A stream taken over by another worker (:mod:`voxwire.workers.stream.worker`)
 goes on from its resume point: that worker's parts start there. Parts are
@@ -31,12 +35,12 @@ from voxwire.audio.codecs import ChunkDecoder
 from voxwire.audio.decoding import SAMPLE_RATE, Audio, float32_to_pcm16le
 from voxwire.blobs import BlobStore
 from voxwire.core.errors import AudioError, VoxwireError
+from voxwire.sessions.audio import AUDIO_BLOB, Redaction, store_redacted
 
 log = logging.getLogger(__name__)
 
 PART_SECONDS = 30
 """Audio per part written while the stream goes."""
-AUDIO_BLOB = "audio.pcm"
 _PART = re.compile(r"live\.(\d{12})\.pcm")
 _BYTES = 2  # per sample
 
@@ -131,9 +135,13 @@ class LiveArchiver:
         if parts:
             self._chain(sid, self._put_all(sid, parts))
 
-    def finish(self, sid: str, rest: list[tuple[str, bytes]]) -> None:
-        """The stream ended: write ``rest``, then join its parts into ``audio.pcm``."""
-        self._chain(sid, self._join(sid, rest))
+    def finish(
+        self, sid: str, rest: list[tuple[str, bytes]], redaction: Redaction | None = None
+    ) -> None:
+        """The stream ended: write ``rest``, then join its parts into ``audio.pcm``;
+        with ``redaction`` (a redacted session) its redacted spans silenced
+        (:func:`voxwire.sessions.audio.store_redacted`)."""
+        self._chain(sid, self._join(sid, rest, redaction))
 
     def _chain(self, sid: str, work: Coroutine[object, object, None]) -> None:
         before = self._last.get(sid)
@@ -156,7 +164,9 @@ class LiveArchiver:
         for name, data in parts:
             await asyncio.to_thread(self._blobs.put, self._blobs.key(sid, name), data)
 
-    async def _join(self, sid: str, rest: list[tuple[str, bytes]]) -> None:
+    async def _join(
+        self, sid: str, rest: list[tuple[str, bytes]], redaction: Redaction | None
+    ) -> None:
         await self._put_all(sid, rest)
 
         def join() -> None:
@@ -164,7 +174,10 @@ class LiveArchiver:
             if not names:  # no audio came (a stream refused at once)
                 return
             parts = {name: self._blobs.get(self._blobs.key(sid, name)) for name in names}
-            self._blobs.put(self._blobs.key(sid, AUDIO_BLOB), join_parts(parts))
+            if redaction is None:
+                self._blobs.put(self._blobs.key(sid, AUDIO_BLOB), join_parts(parts))
+            else:
+                store_redacted(self._blobs, sid, join_parts(parts), redaction)
             for name in names:
                 self._blobs.delete(self._blobs.key(sid, name))
 

@@ -108,6 +108,10 @@ class Checkpoints(Protocol):
 
     async def load(self, sid: str) -> StreamCheckpoint | None: ...
 
+    async def forget(self, sid: str) -> None:
+        """Remove the session's checkpoint (a deleted session); none is fine."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -120,6 +124,9 @@ class MemoryCheckpoints:
 
     async def load(self, sid: str) -> StreamCheckpoint | None:
         return self._saved.get(sid)
+
+    async def forget(self, sid: str) -> None:
+        self._saved.pop(sid, None)
 
     async def close(self) -> None:
         self._saved.clear()
@@ -156,6 +163,12 @@ class RedisCheckpoints:
         if data is None:
             return None
         return StreamCheckpoint.decode(data.encode() if isinstance(data, str) else data)
+
+    async def forget(self, sid: str) -> None:
+        try:
+            await self._redis.delete(self.key(sid))
+        except RedisError as exc:
+            raise CheckpointError(f"Redis: {exc}", hint="check VOXWIRE_REDIS_URL") from exc
 
     async def ping(self) -> None:
         """A round trip to Redis (readiness)."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from voxwire.core.errors import ConfigError
 from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream.endpointing import EndpointConfig
-from voxwire_client.api import AudioCodec, RedactMode, StreamRequest
+from voxwire_client.api import AudioEncoding, RedactMode, StreamRequest
 from voxwire_client.messages import Task
 from voxwire_client.options import Endpointing
 
@@ -45,7 +45,8 @@ class StreamConfig:
     redact: RedactMode = RedactMode.OFF
     model: str | None = None
     """The model's name, written on every segment."""
-    codec: AudioCodec = AudioCodec.PCM16  # and frame_ms: see voxwire.audio.codecs
+    encoding: AudioEncoding = AudioEncoding.PCM16  # sample_rate, frame_ms: voxwire.audio.codecs
+    sample_rate: int = 16_000
     frame_ms: int = 20
     diarize: bool = False
     max_speakers: int | None = None
@@ -83,7 +84,8 @@ def stream_config(request: StreamRequest) -> StreamConfig:
         endpointing=request.endpointing,
         redact=request.redact or RedactMode.OFF,
         model=request.model,
-        codec=request.codec,
+        encoding=request.encoding,
+        sample_rate=request.rate,
         frame_ms=request.frame_ms,
         diarize=bounds is not None,
         max_speakers=bounds.max_speakers if bounds is not None else None,

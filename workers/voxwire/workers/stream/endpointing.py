@@ -8,7 +8,8 @@ it one speech probability per VAD frame with the frame's start in stream time
     PartialDue(start_ms, end_ms)      transcribe the open segment so far
     FinalLikely(start_ms, end_ms)     a pause began: if it lasts, this is the final
     SegmentFinal(start_ms, end_ms,    transcribe and commit this segment
-                 reason)              ("silence", "max_length", "end_of_stream")
+                 reason, continues)   ("silence", "max_length", "end_of_stream",
+                                       "early": see close_early)
     SpeechStopped(end_ms)             the speech that SpeechStarted announced ended
     Dropped(start_ms, end_ms)         a sound too short to be speech; nothing to do
 
@@ -30,6 +31,16 @@ The rules, with :class:`EndpointConfig`'s defaults:
   ``FinalLikely`` says so (once per pause, for confirmed speech that will
   not be dropped), so the caller can start transcribing the segment 400 ms
   before the final is due and hand the final out as soon as it is.
+- Early close (the ``fast`` policy, whose ``post_roll_ms`` is 128):
+  :meth:`Endpointer.close_early` ends the open segment at the
+  bounds a ``FinalLikely`` gave, while that pause still goes on (the caller
+  heard a finished sentence in the likely final's transcript):
+  ``SegmentFinal(reason="early")``, then ``SpeechStopped``. Speech that
+  resumes before the pause reaches ``min_silence_ms`` opens a segment that
+  continues the early one's utterance: its ``FinalLikely`` and ``SegmentFinal``
+  carry where that utterance began (``utterance_ms``, kept in
+  :attr:`Endpointer.retain_from_ms`), so the caller decodes the segment after
+  it and joins the two.
 - Partials: each time the open segment's length (from its padded start)
   crosses a multiple of ``partial_interval_s`` (2.0 s), ``PartialDue`` asks
   for a transcript of the segment so far. ``0`` turns partials off.
@@ -67,12 +78,22 @@ from dataclasses import dataclass
 from typing import Literal
 
 from voxwire.core.errors import ConfigError
-from voxwire_client.options import PRE_ROLL_MS, Endpointing
+from voxwire_client.options import PRE_ROLL_MS, Endpointing, EndpointingPolicy
 
 _SESSION = Endpointing()
 """The defaults a session gets (declared once, in the contract)."""
 
-FinalReason = Literal["silence", "max_length", "end_of_stream"]
+FinalReason = Literal["silence", "max_length", "end_of_stream", "early"]
+
+UTTERANCE_KEPT_MS = 30_000
+"""How far an utterance that goes on after an early close reaches back: Whisper's
+window (what a decode can use), so a long monologue keeps bounded audio."""
+POST_ROLL_MS = 200
+"""Audio kept after an utterance's last speech frame, so its last word is whole."""
+FAST_POST_ROLL_MS = 128
+"""The same under the fast policy, where it is also how far into a pause the
+likely final is decoded (four VAD frames): against 200 ms, finals came 0.1 s
+sooner at the same WER (``benchmarks/bench_streams.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +109,15 @@ class EndpointConfig:
     partial_interval_s: float = _SESSION.partial_interval_s
     max_segment_s: float = _SESSION.max_segment_s
     pre_roll_ms: int = PRE_ROLL_MS
-    post_roll_ms: int = 200
+    post_roll_ms: int = POST_ROLL_MS
     frame_ms: int = 32
 
     @classmethod
     def of(cls, session: Endpointing) -> EndpointConfig:
         """The endpointer's settings for what a session asked for."""
+        fast = session.policy is EndpointingPolicy.FAST
         return cls(
+            post_roll_ms=FAST_POST_ROLL_MS if fast else POST_ROLL_MS,
             threshold=session.vad_threshold,
             min_silence_ms=session.min_silence_ms,
             min_speech_ms=session.min_speech_ms,
@@ -159,19 +182,29 @@ class PartialDue:
 
 @dataclass(frozen=True, slots=True)
 class SegmentFinal:
-    """Transcribe and commit ``[start_ms, end_ms)``."""
+    """Transcribe and commit ``[start_ms, end_ms)``. ``utterance_ms``: the speech
+    went on within ``min_silence_ms`` of an early close, so this segment belongs
+    to the utterance that began there (the early segment's start)."""
 
     start_ms: int
     end_ms: int
     reason: FinalReason
+    utterance_ms: int | None = None
+
+    @property
+    def continues(self) -> bool:
+        """It goes on with the utterance of the segment before."""
+        return self.utterance_ms is not None
 
 
 @dataclass(frozen=True, slots=True)
 class FinalLikely:
-    """If the pause under way lasts, ``[start_ms, end_ms)`` is the next final."""
+    """If the pause under way lasts, ``[start_ms, end_ms)`` is the next final
+    (``utterance_ms`` as :class:`SegmentFinal`'s)."""
 
     start_ms: int
     end_ms: int
+    utterance_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +237,7 @@ class _Open:
     pause_mid_ms: int | None = None  # middle of the last finished pause
     voiced_since_pause_ms: int = 0
     likely_sent: bool = False  # FinalLikely said for the pause under way
+    utterance_ms: int | None = None  # resumed within min_silence_ms of an early close: its start
 
 
 class Endpointer:
@@ -215,6 +249,7 @@ class Endpointer:
         self._now_ms = start_ms  # end of the last frame seen
         self._last_end_ms = start_ms  # end of the last segment handed out
         self._open: _Open | None = None
+        self._early: tuple[int, int] | None = None  # an early close: (its pause, its utterance)
 
     @property
     def now_ms(self) -> int:
@@ -228,9 +263,13 @@ class Endpointer:
 
     @property
     def retain_from_ms(self) -> int:
-        """No event from now on reaches back before this stream time."""
-        if self._open is not None:
-            return self._open.start_ms
+        """No event from now on reaches back before this stream time (an utterance
+        an early close may go on with included)."""
+        seg = self._open
+        if seg is not None:
+            return seg.start_ms if seg.utterance_ms is None else seg.utterance_ms
+        if self._early is not None and self._now_ms - self._early[0] < self.config.min_silence_ms:
+            return self._early[1]
         return max(self._last_end_ms, self._now_ms - self.config.pre_roll_ms, 0)
 
     def push(self, start_ms: int, probability: float) -> list[Event]:
@@ -277,10 +316,32 @@ class Endpointer:
             return []
         return self._close(end, "end_of_stream")
 
+    def close_early(self, start_ms: int, end_ms: int) -> list[Event]:
+        """End the open segment at ``[start_ms, end_ms)``, the bounds of the
+        :class:`FinalLikely` said for the pause under way, if that pause still
+        goes on; otherwise (speech resumed, or the segment closed) nothing."""
+        seg = self._open
+        if seg is None or not seg.likely_sent or seg.pause_since_ms is None:
+            return []
+        if (seg.start_ms, self._speech_end(seg, self._now_ms)) != (start_ms, end_ms):
+            return []
+        utterance = seg.start_ms if seg.utterance_ms is None else seg.utterance_ms
+        early = (seg.pause_since_ms, max(utterance, seg.start_ms - UTTERANCE_KEPT_MS))
+        events = self._close(self._now_ms, "early")
+        self._early = early
+        return events
+
     def _start(self, onset_ms: int) -> _Open:
         start = max(onset_ms - self.config.pre_roll_ms, self._last_end_ms, 0)
         frame = self.config.frame_ms
-        return _Open(start_ms=start, voiced_ms=frame, voiced_since_pause_ms=frame)
+        early, self._early = self._early, None
+        goes_on = early is not None and onset_ms - early[0] < self.config.min_silence_ms
+        return _Open(
+            start_ms=start,
+            voiced_ms=frame,
+            voiced_since_pause_ms=frame,
+            utterance_ms=early[1] if early is not None and goes_on else None,
+        )
 
     def _track(self, seg: _Open, start_ms: int, probability: float) -> None:
         """Update the speaking/pausing state of an open segment with one frame."""
@@ -315,7 +376,7 @@ class Endpointer:
             return [Dropped(seg.start_ms, stop)]
         events: list[Event] = []
         if seg.voiced_ms > 0 and seg.voiced_ms >= self.config.min_speech_ms:
-            events.append(SegmentFinal(seg.start_ms, stop, reason))
+            events.append(SegmentFinal(seg.start_ms, stop, reason, seg.utterance_ms))
             self._last_end_ms = stop
         elif stop > seg.start_ms:
             events.append(Dropped(seg.start_ms, stop))
@@ -344,7 +405,7 @@ class Endpointer:
             next_partial_ms=self._first_partial(cut),
             voiced_since_pause_ms=voiced,
         )
-        return [SegmentFinal(seg.start_ms, cut, "max_length")]
+        return [SegmentFinal(seg.start_ms, cut, "max_length", seg.utterance_ms)]
 
     def _likely(self, end_ms: int) -> list[Event]:
         seg = self._open
@@ -355,7 +416,7 @@ class Endpointer:
         if seg.voiced_ms <= 0 or seg.voiced_ms < self.config.min_speech_ms:
             return []  # it would be dropped, not finalised
         seg.likely_sent = True
-        return [FinalLikely(seg.start_ms, self._speech_end(seg, end_ms))]
+        return [FinalLikely(seg.start_ms, self._speech_end(seg, end_ms), seg.utterance_ms)]
 
     def _first_partial(self, start_ms: int) -> int | None:
         interval = self.config.partial_interval_ms

@@ -127,6 +127,9 @@ class FinalWork(SliceWork):
     reason: FinalReason
     settled: tuple[int, int]
     """(chunk, samples of it) where the audio after the segment starts."""
+    continues: bool = False
+    """The segment goes on with the utterance of the final before (an early close's):
+    its ``lead`` holds that utterance, up to Whisper's window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +327,15 @@ class StreamIntake:
             self._tail = np.empty(0, dtype=np.float32)
         return work + self._handle(self._endpointer.end_of_stream(self._buffer.end_ms), received_at)
 
+    def close_early(self, bounds: tuple[int, int], decided_at: float) -> list[IntakeWork]:
+        """End the open segment at ``bounds`` (a likely final's) while its pause
+        goes on (:meth:`Endpointer.close_early
+        <voxwire.workers.stream.endpointing.Endpointer.close_early>`): its final's
+        work, or nothing when speech resumed or the segment closed already."""
+        if self.ended or self.failed:
+            return []
+        return self._handle(self._endpointer.close_early(*bounds), decided_at)
+
     def _handle(self, events: list[Event], decided_at: float) -> list[IntakeWork]:
         work: list[IntakeWork] = []
         for event in events:
@@ -346,16 +358,19 @@ class StreamIntake:
         arrived = next((a.received_at for a in self._arrivals if a.end >= end_sample), decided_at)
         if isinstance(event, PartialDue):
             return PartialWork(start, end, audio, vad_mean, arrived, decided_at)
-        lead_ms = lead_ms_for(self._lead_ms, end - start)
-        lead_from = max(start - lead_ms, self._buffer.start_ms)
+        lead_ms = self._lead_ms
+        if event.utterance_ms is not None:  # after the start of the utterance it goes on with
+            lead_ms = max(lead_ms, start - event.utterance_ms)
+        lead_from = max(start - lead_ms_for(lead_ms, end - start), self._buffer.start_ms)
         lead = self._buffer.slice(lead_from, start) if lead_from < start else _NO_AUDIO
         if isinstance(event, FinalLikely):
             return LikelyFinalWork(start, end, audio, vad_mean, arrived, decided_at, lead=lead)
         after = next((a for a in self._arrivals if a.end > end_sample), None)
         settled = (after.chunk, end_sample - after.start) if after else (self.next_chunk, 0)
         return FinalWork(
-            start, end, audio, vad_mean, arrived, decided_at, event.reason, settled, lead=lead
-        )
+            start, end, audio, vad_mean, arrived, decided_at, event.reason, settled,
+            event.continues, lead=lead,
+        )  # fmt: skip
 
     def _forget_old(self) -> None:
         """Drop what no later event can reach back to: memory stays bounded."""

@@ -42,11 +42,19 @@ from the end of the segment's audio to the message: ``vad_ms`` (the end of the a
 arrived -> the endpointer decided; for a final, mostly the ``min_silence_ms``
 wait), ``queue_ms`` (decided -> the engine started) and ``transcribe_ms``.
 
-Threads. Call :meth:`~StreamSession.push` and :meth:`~StreamSession.end` from one
-thread (ingestion), everything else from one thread (committing; a worker's event
-loop runs both), except :meth:`~StreamSession.speakers_of`, for an engine's thread
-while it holds a final, and :meth:`~StreamSession.lag_ms`, from any. The queue has its
-own lock; nothing else is shared, and nothing waits on I/O.
+Early finals. Under the ``fast`` endpointing policy, a likely final whose text ends a
+sentence (:func:`voxwire.text.turns.sounds_finished`) closes its segment at once if the
+pause goes on (:meth:`StreamIntake.close_early
+<voxwire.workers.stream.intake.StreamIntake.close_early>`): its final is queued in place
+of the partial and served by the likely final's text, about 400 ms before the
+``min_silence_ms`` wait would have decided it. A final of speech that resumed within
+that wait is marked ``continues``.
+
+Threads. Call everything from one thread (a worker's event loop: ingestion and
+committing, since committing a likely final may close its segment), except
+:meth:`~StreamSession.speakers_of`, for an engine's thread while it holds a final,
+and :meth:`~StreamSession.lag_ms`, from any. The queue has its own lock; nothing else
+is shared, and nothing waits on I/O.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ from voxwire.core.errors import ConfigError, VoxwireError
 from voxwire.core.metrics import STREAM_FINALS, STREAM_LAG, STREAM_PARTIALS
 from voxwire.text.matching import Prompt
 from voxwire.text.standing_prompts import check_speakers
+from voxwire.text.turns import sounds_finished
 from voxwire.wire.records import FIRST_WORKER_SEQ
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
 from voxwire.workers.speakers.files import Piece
@@ -89,6 +98,7 @@ from voxwire.workers.transcript import (
 from voxwire.workers.vad import Vad
 from voxwire_client.api import PromptSpec
 from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
+from voxwire_client.options import EndpointingPolicy
 from voxwire_client.topics import validate_sid
 
 log = logging.getLogger(__name__)
@@ -189,6 +199,7 @@ class StreamSession:
         self.sid = validate_sid(sid)
         self.options = config.engine_options(options)
         self._context_chars = tuning.context_chars
+        self._early = config.endpointing.policy is EndpointingPolicy.FAST
         self._now = now
         self._prompts_changed = resume is not None and resume.prompts is not None
         if resume is not None and resume.prompts is not None:
@@ -205,7 +216,13 @@ class StreamSession:
         )
         start = resume or Resume(first_seq)
         first = start.chunk == 0
-        decoder = chunk_decoder(config.codec, config.frame_ms, from_start=first, opus=opus)
+        decoder = chunk_decoder(
+            config.encoding,
+            config.frame_ms,
+            sample_rate=config.sample_rate,
+            from_start=first,
+            opus=opus,
+        )
         if keep_audio is not None:  # a resumed stream's first chunk comes whole
             decoder = keep_audio(decoder, start.stream_sample - start.skip_samples)
         self._intake = StreamIntake(
@@ -409,7 +426,7 @@ class StreamSession:
             return self._failed(outcome)
         if outcome is None:  # a final whose likely final was transcribed
             assert isinstance(work, FinalWork)
-            STREAM_FINALS.labels("likely").inc()
+            STREAM_FINALS.labels("early" if work.reason == "early" else "likely").inc()
             latency = self._latency(work, started, transcribed=started)
             text, words = self._likely_text(work) or ("", ())
             return self._final(work, text, words, latency, decoded)
@@ -421,6 +438,8 @@ class StreamSession:
         words = words_of(outcome, work.start_ms) if text else ()
         if isinstance(work, LikelyFinalWork):
             self._likely = (work.start_ms, work.end_ms, text, words)
+            if self._early_final(work, text):
+                return []  # the final, queued, goes out with this text
         if isinstance(work, FinalWork):
             STREAM_FINALS.labels("transcribed").inc()
             return self._final(work, text, words, latency, decoded)
@@ -430,6 +449,16 @@ class StreamSession:
             return []
         self._partials.shown = (work.start_ms, work.end_ms)
         return self._builder.partial(work.start_ms, work.end_ms, text, latency)
+
+    def _early_final(self, work: LikelyFinalWork, text: str) -> bool:
+        """Policy fast: a likely final whose text ends a sentence closes its segment
+        now, if the pause goes on; the final is queued (True) and needs no engine."""
+        if not self._early or not text or not sounds_finished(text, self._builder.language):
+            return False
+        early = self._intake.close_early(work.bounds, self._now())
+        for item in early:
+            self._queue.put(item)
+        return bool(early)
 
     def _stale(self, work: PartialWork) -> bool:
         """A partial that finished after its segment's final, or after a newer
@@ -469,9 +498,11 @@ class StreamSession:
             return []
         pieces, self._speaker_state = decoded.speakers or self._find_speakers(work, text)
         messages: list[Message] = []
-        for one in pieces:
+        for n, one in enumerate(pieces):
             inside = words_between(words, one.start_ms, one.end_ms)
-            messages += self._builder.final(*one.span, latency, inside, speaker=one.speaker)
+            messages += self._builder.final(
+                *one.span, latency, inside, speaker=one.speaker, continues=work.continues and not n
+            )
         return messages
 
     def speakers_of(self, work: Work, outcome: Outcome) -> Speakers | None:

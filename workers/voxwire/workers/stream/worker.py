@@ -65,6 +65,7 @@ from voxwire.bus import Bus, Record, Subscription, commit_or_warn
 from voxwire.core.aio import first_failure
 from voxwire.core.errors import AudioError, RecordError, VoxwireError
 from voxwire.core.metrics import LIVE_STREAMS, STREAMS_REFUSED
+from voxwire.sessions.audio import Redaction
 from voxwire.wire.pools import STREAM_GROUP, Pool
 from voxwire.wire.records import ClientPublish, PromptUpdate, StreamStart, decode_audio_record
 from voxwire.wire.topics import AUDIO_TOPIC
@@ -78,6 +79,7 @@ from voxwire.workers.stream.scheduler import Idle, Scheduler
 from voxwire.workers.stream.session import Outbound, Resume, StreamSession, stream_config
 from voxwire.workers.vad import SileroVad, Vad
 from voxwire_client.api import PromptChange
+from voxwire_client.options import RedactMode
 from voxwire_client.topics import parse_audio_topic
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,10 @@ class LiveSession:
     """Its transcript is on its way out and its last checkpoint next."""
     archive: AudioParts | None = None
     """The session's audio not written to the archive yet (None: not archived)."""
+    redact: RedactMode = RedactMode.OFF
+    """The session's redaction: its archived audio is redacted too."""
+    keep_original_audio: bool = False
+    """A redacted session's audio as recorded is archived too."""
 
 
 class InvalidChunkError(AudioError):
@@ -361,7 +367,14 @@ class StreamWorker:
             keep_audio=None if parts is None else parts.decoder,
             opus=self._opus,
         )
-        live = self._live[start.sid] = LiveSession(session, outbox, partition, archive=parts)
+        live = self._live[start.sid] = LiveSession(
+            session,
+            outbox,
+            partition,
+            archive=parts,
+            redact=start.request.redact or RedactMode.OFF,
+            keep_original_audio=start.request.keep_original_audio,
+        )
         LIVE_STREAMS.set(len(self._live))
         if resume is None:
             log.info("stream %s opened", start.sid)
@@ -466,7 +479,11 @@ class StreamWorker:
         Returns its held records, free to commit."""
         sid = live.session.sid
         if self._archiver is not None and live.archive is not None:
-            self._archiver.finish(sid, live.archive.take() + live.archive.flush())
+            redaction = None
+            if live.redact is not RedactMode.OFF:
+                finals = live.session.resume_point().finals
+                redaction = Redaction(finals, keep_original=live.keep_original_audio)
+            self._archiver.finish(sid, live.archive.take() + live.archive.flush(), redaction)
         if self._live.get(sid) is live:
             self._forget(sid)
         self._done.add(sid)

@@ -1,0 +1,195 @@
+"""A telephony media stream (Twilio Media Streams' protocol), without I/O.
+
+A telephony platform opens a WebSocket to us for a call and sends JSON text
+messages, in order: ``connected``; ``start`` (the account, call and stream ids,
+the tracks, the custom parameters of the TwiML ``<Stream>``, the media format:
+``audio/x-mulaw`` at 8000 Hz, mono); ``media`` (base64 G.711 mu-law, 20 ms a
+message, with its ``track``, ``chunk`` number and ``timestamp``) for as long as
+the call lasts; ``mark`` and ``dtmf`` now and then; ``stop`` at the end.
+
+:class:`MediaStreamCall` reads them one by one and returns what to do
+(:data:`Action`): :class:`OpenStream` once ``start`` has come (the session id is
+derived from the call id, ``call-<CallSid>``, so the caller's application knows
+it without asking), then :class:`Audio` with the next chunk's bytes, then
+:class:`EndStream`. The owner performs them. One track is heard, the inbound
+one (the caller) by default; each track as a channel of its own is not done
+here yet: a ``channels`` option would make this return per-track chunks.
+
+Every refusal is a :class:`MediaStreamError` with the reason, for the close
+frame: a message that is not JSON or not one of the protocol's, ``media``
+before ``start``, a media format other than mu-law 8 kHz mono, a payload that
+is not base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from voxwire_client.api import StreamRequest
+from voxwire_client.encodings import AudioEncoding
+from voxwire_client.topics import validate_sid
+
+
+class MediaStreamError(ValueError):
+    """A message the media stream cannot take; the connection is closed with it."""
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class MediaFormat(_Event):
+    encoding: str
+    sample_rate: int = Field(alias="sampleRate")
+    channels: int = 1
+
+
+class StartData(_Event):
+    account_sid: str = Field(default="", alias="accountSid")
+    call_sid: str = Field(alias="callSid", pattern=r"^[A-Za-z0-9_-]{1,58}$")
+    stream_sid: str = Field(alias="streamSid")
+    tracks: tuple[str, ...] = ("inbound",)
+    custom_parameters: dict[str, str] = Field(default_factory=dict, alias="customParameters")
+    media_format: MediaFormat = Field(alias="mediaFormat")
+
+
+class MediaData(_Event):
+    track: str = "inbound"
+    chunk: int | None = None
+    timestamp: int | None = None
+    payload: str
+
+
+class Connected(_Event):
+    event: Literal["connected"]
+
+
+class Start(_Event):
+    event: Literal["start"]
+    start: StartData
+
+
+class Media(_Event):
+    event: Literal["media"]
+    media: MediaData
+
+
+class Other(_Event):
+    """``mark``, ``dtmf``: nothing to do with the audio."""
+
+    event: Literal["mark", "dtmf"]
+
+
+class Stop(_Event):
+    event: Literal["stop"]
+
+
+_EVENT: TypeAdapter[Connected | Start | Media | Other | Stop] = TypeAdapter(
+    Annotated[Connected | Start | Media | Other | Stop, Field(discriminator="event")]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStream:
+    sid: str
+    request: StreamRequest
+    call_sid: str
+    stream_sid: str
+    key: str | None = field(default=None, repr=False)
+    """The API key in the stream's custom parameters (``<Parameter name="key">``), if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Audio:
+    chunk: int
+    """The stream's chunk number (0, 1, 2...)."""
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EndStream:
+    pass
+
+
+Action = OpenStream | Audio | EndStream
+
+MEDIA_FORMAT = ("audio/x-mulaw", 8_000, 1)
+"""The media format the platform sends: G.711 mu-law, 8 kHz, mono."""
+
+
+class MediaStreamCall:
+    """One call's media stream; see the module docstring."""
+
+    def __init__(self, *, track: str = "inbound", request: StreamRequest | None = None) -> None:
+        """``track``: the one heard; ``request``: the session's other options."""
+        self.track = track
+        self._request = request or StreamRequest()
+        self.sid: str | None = None
+        self.chunks = 0
+        self.ended = False
+
+    def receive(self, text: str | bytes) -> list[Action]:
+        """What the message ``text`` asks for; MediaStreamError if it cannot be taken."""
+        try:
+            event = _EVENT.validate_python(json.loads(text))
+        except (ValueError, ValidationError) as exc:
+            raise MediaStreamError(f"not a media stream message: {_reason(exc)}") from exc
+        if self.ended:
+            return []
+        if isinstance(event, Start):
+            return self._start(event.start)
+        if isinstance(event, Media):
+            return self._media(event.media)
+        if isinstance(event, Stop):
+            return self.end()
+        return []
+
+    def end(self) -> list[Action]:
+        """The call is over (``stop``, or the connection closed)."""
+        if self.ended or self.sid is None:
+            self.ended = True
+            return []
+        self.ended = True
+        return [EndStream()]
+
+    def _start(self, start: StartData) -> list[Action]:
+        if self.sid is not None:
+            raise MediaStreamError("a second start on one media stream")
+        fmt = start.media_format
+        if (fmt.encoding, fmt.sample_rate, fmt.channels) != MEDIA_FORMAT:
+            raise MediaStreamError(
+                f"media format {fmt.encoding} at {fmt.sample_rate} Hz, {fmt.channels} channel(s) "
+                "is not audio/x-mulaw at 8000 Hz, mono"
+            )
+        self.sid = validate_sid(f"call-{start.call_sid}")
+        request = self._request.model_copy(
+            update={"encoding": AudioEncoding.MULAW, "sample_rate": 8_000, "frame_ms": 20}
+        )
+        key = start.custom_parameters.get("key")
+        return [OpenStream(self.sid, request, start.call_sid, start.stream_sid, key)]
+
+    def _media(self, media: MediaData) -> list[Action]:
+        if self.sid is None:
+            raise MediaStreamError("media before start")
+        if media.track != self.track:
+            return []
+        try:
+            data = base64.b64decode(media.payload, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise MediaStreamError(f"a media payload that is not base64 ({exc})") from exc
+        self.chunks += 1
+        return [Audio(self.chunks - 1, data)]
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first: dict[str, Any] = dict(exc.errors()[0])
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    return str(exc)
