@@ -188,8 +188,9 @@ def report(scored: dict[str, tuple[PathScore, PathScore]], said: list[Call]) -> 
     )
     for path, (delivered, stored) in scored.items():
         print(
-            f"{path}: lost by the engine {delivered.lost}, answers in a final after their "
-            f"question's {delivered.apart} of {delivered.prompted.items}; stored transcripts: "
+            f"{path}: lost by the engine {delivered.lost}, unplaced {len(delivered.unplaced)}, "
+            f"answers in a final after their question's {delivered.apart} of "
+            f"{delivered.prompted.items}; stored transcripts: "
             f"recall {stored.total.recall:.2f} ({stored.total.items} items), precision "
             f"{stored.total.precision:.2f} ({stored.total.findings} findings)"
         )
@@ -209,6 +210,10 @@ def missed(scored: dict[str, tuple[PathScore, PathScore]]) -> None:
             item = placed.turn.take.item
             print(f"  {path} missed {item.entity:<15} {text[:100]!r}")
             print(f"  {'':<4} {'said':<22} {item.said[:100]!r}")
+        for text in delivered.unplaced:
+            print(f"  {path} unplaced {text[:100]!r}")
+        for text in delivered.wrong:
+            print(f"  {path} wrong {text!r}")
 
 
 def main() -> int:

@@ -193,17 +193,26 @@ class PathScore:
     """Of the total, the answers to a question."""
     lost: int = 0
     """Items the engine did not write (no marker, no secret where they were said)."""
+    unplaced: list[str] = field(default_factory=list)
+    """The text of each item that shares its span with another (the engine lost
+    the words between them): it cannot be told whose it is."""
     apart: int = 0
     """Answers that began in a final of their own, after their question's."""
     missed: list[tuple[Placed, str]] = field(default_factory=list)
     """Each item not hidden, with the text it had."""
+    wrong: list[str] = field(default_factory=list)
+    """Each marker off personal data, with the words around it."""
 
     def add(self, call: Call, text: str, finals: list[str] | None = None) -> None:
         """Score ``text``, a user's text of ``call``; ``finals``: its finals, whose
         joined text is ``text``, to count the answers in a final of their own."""
         placed, markers = place(call, text)
+        spans = [p.span for p in placed if p.span is not None]
         for p in placed:
             if p.entity is None:
+                continue
+            if p.span is not None and sum(_overlap(p.span, s) for s in spans) > 1:
+                self.unplaced.append(text[p.span[0] : p.span[1]])
                 continue
             if p.span is None or not p.counted:
                 self.lost += 1
@@ -216,9 +225,14 @@ class PathScore:
             if not hidden:
                 self.missed.append((p, text[p.span[0] : p.span[1]]))
             self.apart += bool(finals is not None and apart(p, finals))
-        spans = [p.span for p in placed if p.span is not None]
         for entity, start, end in markers:
-            right = any(start < e and end > s for s, e in spans)
+            right = any(_overlap((start, end), span) for span in spans)
             for s in (self.by_entity.setdefault(entity, SpokenScore()), self.total):
                 s.findings += 1
                 s.right += right
+            if not right:
+                self.wrong.append(text[max(0, start - 40) : end + 40])
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and a[1] > b[0]

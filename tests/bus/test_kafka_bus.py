@@ -440,25 +440,25 @@ async def test_a_consumer_thread_that_stops_going_round_is_stuck_until_it_does(
     kafka: Kafka,
 ) -> None:
     """Liveness: a call on the consumer thread that hangs (here its command
-    intake, held for 3 s) makes the bus report the consumer stuck, by topic and
+    intake, held until seen) makes the bus report the consumer stuck, by topic and
     group, once ``stall_s`` has passed; it is not once the thread goes round again."""
-    options = KafkaOptions(consumer=ConsumerOptions(stall_s=1.0))
+    options = KafkaOptions(consumer=ConsumerOptions(stall_s=3.0))
     bus = KafkaBus(kafka.bootstrap, options=options)
     topic, group = kafka.topic(), kafka.group()
     subscription = bus.subscribe(topic, group)
     try:
         await wait_until(lambda: subscription.assignment == frozenset({0}))
-        assert bus.stuck() is None
+        await wait_until(lambda: bus.stuck() is None)  # going round its loop
         release = threading.Event()
         take_commands = subscription._take_commands
 
         def hanging() -> None:
-            release.wait(10)
+            release.wait(30)
             subscription._take_commands = take_commands  # type: ignore[method-assign]
             take_commands()
 
         subscription._take_commands = hanging  # type: ignore[method-assign]
-        await wait_until(lambda: bus.stuck() is not None, timeout=10)
+        await wait_until(lambda: bus.stuck() is not None, timeout=25)
         why = bus.stuck()
         assert why is not None and topic in why and group in why and "stuck for" in why
         release.set()

@@ -17,7 +17,8 @@ engine's ``4,111,111,111,111,111,111`` for a card number said digit by digit);
 it is then a ``NUMBER``. So is one grouped as an SSN (3, 2 and 4 digits) or a
 US phone number (3, 3, 4) are, however the engine wrote the groups ("fifty
 three six, twenty two, twelve thirty four" came out as ``53.6, 22, 12.34``); it
-is then of that entity.
+is then of that entity; and one in four groups of four digits is a card number
+when its check digit holds or commas part its groups (:data:`CARD_GROUPS`).
 Otherwise it is personal when a context word is near it, before (up to
 :data:`WORDS_BEFORE` words) or after (up to :data:`WORDS_AFTER`), the nearest
 deciding, and it has at least the digits of its context, fewer than the real
@@ -74,6 +75,12 @@ ONE_BY_ONE = 8
 SHAPES = {(3, 2, 4): "US_SSN", (3, 3, 4): "PHONE_NUMBER"}
 """Numbers grouped as these are written, in any form (``53.6, 22, 12.34``), are
 personal anywhere: no quantity is said in three groups of exactly these sizes."""
+CARD_GROUPS = (4, 4, 4, 4)
+"""A number in four groups of four digits is a card number anywhere when its
+check digit holds, or when commas part the groups (``1111,1111,1111, 1111``: the
+engine's writing of a card number said in groups, digits lost; no quantity is
+written so). Spaces alone and a failed check (``reference 4111 1111 1111 1112``)
+need a context."""
 LOOP_WORDS = 6
 LOOP_TIMES = 3
 """A phrase of up to :data:`LOOP_WORDS` words said :data:`LOOP_TIMES` times in a
@@ -180,6 +187,8 @@ def personal_runs(
             found.append(Span(s.entity, start, s.run.end))
         elif s.run.groups in SHAPES:
             found.append(Span(SHAPES[s.run.groups], s.run.start, s.run.end))
+        elif s.run.groups == CARD_GROUPS and _a_card(text[s.run.start : s.run.end]):
+            found.append(Span("CREDIT_CARD", s.run.start, s.run.end))
         elif _said_as_an_identifier(text, s.run) or (
             numbers
             and (
@@ -209,6 +218,19 @@ def tail_of(text: str, before: Tail = Tail()) -> Tail:
         context = [w for pos, w in words if pos >= situated[-1].run.end]
     digits = situated[-1].digits if situated and situated[-1].at_end else 0
     return Tail(tuple(context[-WORDS_BEFORE:]), digits)
+
+
+def _a_card(written: str) -> bool:
+    """Whether a number in :data:`CARD_GROUPS` is a card number without context."""
+    if "," in written:
+        return True
+    digits = [int(c) for c in written if c.isdigit()]
+    if len(digits) != 16:
+        return False
+    total = sum(
+        d if i % 2 == 0 else (2 * d - 9 if d > 4 else 2 * d) for i, d in enumerate(reversed(digits))
+    )
+    return total % 10 == 0
 
 
 def _said_as_an_identifier(text: str, run: Run) -> bool:

@@ -235,9 +235,13 @@ def test_digits_said_one_by_one_or_twenty_of_them_are_redacted_anywhere(
         ("it was 536-22-1234", "US_SSN", "536-22-1234"),
         ("so 212, 555.0123 then", "PHONE_NUMBER", "212, 555.0123"),
         ("it's 21.2, 55.5, 01.23 okay", "PHONE_NUMBER", "21.2, 55.5, 01.23"),
+        # a card number through the file path, its context lost (bench_redaction_paths.py)
+        ("Yes, it is 1111,1111,1111, 1111.", "CREDIT_CARD", "1111,1111,1111, 1111"),
+        ("4111 1111 1111 1111 okay", "CREDIT_CARD", "4111 1111 1111 1111"),
+        ("so 1234-5678-9012-3452 then", "CREDIT_CARD", "1234-5678-9012-3452"),  # Luhn holds
     ],
 )  # fmt: skip
-def test_numbers_grouped_as_an_ssn_or_a_phone_number_are_redacted_anywhere(
+def test_numbers_grouped_as_an_ssn_a_phone_or_a_card_number_are_redacted_anywhere(
     redactor: Redactor, text: str, entity: str, number: str
 ) -> None:
     assert redactor.redact(text, RedactMode.ENTITY) == text.replace(number, f"[{entity}]")
