@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from voxwire.core.errors import VoxwireError
 from voxwire.sessions.deletion import Actor, Outcome, Reason, SessionEraser
@@ -82,30 +84,32 @@ class Sweeper:
 
     async def _finish_unfinished(self, now: datetime) -> tuple[int, int]:
         before = now - timedelta(seconds=self._eraser.settle_s)
-        done = failed = 0
-        seen: set[str] = set()
-        while sids := await self._store.unfinished_deletions(before, BATCH):
-            fresh = [s for s in sids if s not in seen]
-            if not fresh:
-                break
-            for sid in fresh:
-                seen.add(sid)
-                outcome = await self._delete(sid, Reason.REQUEST, now)
-                done += outcome is not None and outcome.finished
-                failed += outcome is None
-        return done, failed
+        batches = partial(self._store.unfinished_deletions, before, BATCH)
+        return await self._each(batches, Reason.REQUEST, now, lambda done: done.finished)
 
     async def _expire(self, before: datetime, now: datetime) -> tuple[int, int]:
+        batches = partial(self._store.sessions_created_before, before, BATCH)
+        return await self._each(batches, Reason.RETENTION, now, lambda done: done.tombstoned)
+
+    async def _each(
+        self,
+        batches: Callable[[], Awaitable[list[str]]],
+        reason: Reason,
+        now: datetime,
+        counted: Callable[[Outcome], bool],
+    ) -> tuple[int, int]:
+        """Delete the sessions ``batches`` names until it names none not seen yet:
+        (how many ``counted``, how many failed)."""
         done = failed = 0
         seen: set[str] = set()
-        while sids := await self._store.sessions_created_before(before, BATCH):
+        while sids := await batches():
             fresh = [s for s in sids if s not in seen]
             if not fresh:
                 break
             for sid in fresh:
                 seen.add(sid)
-                outcome = await self._delete(sid, Reason.RETENTION, now)
-                done += outcome is not None and outcome.tombstoned
+                outcome = await self._delete(sid, reason, now)
+                done += outcome is not None and counted(outcome)
                 failed += outcome is None
         return done, failed
 
