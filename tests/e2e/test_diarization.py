@@ -135,10 +135,10 @@ def test_search_by_speaker_over_http_and_mqtt(
 
 def test_a_bad_speaker_gets_a_clear_error(platform: PlatformThread, tmp_path: Path) -> None:
     url, auth = platform.url, {"Authorization": f"Bearer {platform.api_key}"}
-    for bad in ("s1", "S0", "Alice", "S1 OR 1=1"):
+    for bad in ("1", "S1%", "-agent", "S1 OR 1=1"):
         answer = httpx.post(f"{url}/v1/search", headers=auth, json={"q": "budget", "speaker": bad})
         assert answer.status_code == 422 and "speaker must be a label such as S1" in answer.text
-    asker = _ask(platform, platform.api_key, "spk2", b'{"q": "x", "speaker": "x"}', client_id="s2")
+    asker = _ask(platform, platform.api_key, "spk2", b'{"q": "x", "speaker": "1x"}', client_id="s2")
     error = _answer(asker).error
     asker.close()
     assert error is not None and error.code == "invalid_request" and "speaker" in error.message
@@ -147,7 +147,7 @@ def test_a_bad_speaker_gets_a_clear_error(platform: PlatformThread, tmp_path: Pa
     wav = wav_file(audio, tmp_path / "one.wav")
     for speaker, fields, wanted in (
         ("S1", {}, "no diarization"),
-        ("first", {"diarize": "true"}, "speaker must be a label"),
+        ("1st", {"diarize": "true"}, "speaker must be a label"),
     ):
         prompt = {"id": "p", "text": "budget", "speaker": speaker}
         with wav.open("rb") as fh:

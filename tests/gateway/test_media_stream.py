@@ -19,7 +19,12 @@ from voxwire_client import AudioEncoding
 CALL = "CA" + "0123456789abcdef" * 2
 
 
-def start(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
+def start(
+    encoding: str = "audio/x-mulaw",
+    rate: int = 8000,
+    tracks: tuple[str, ...] = ("inbound",),
+    parameters: dict[str, str] | None = None,
+) -> str:
     return json.dumps(
         {
             "event": "start",
@@ -28,8 +33,8 @@ def start(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
                 "accountSid": "AC1",
                 "callSid": CALL,
                 "streamSid": "MZ1",
-                "tracks": ["inbound", "outbound"],
-                "customParameters": {"agent": "7"},
+                "tracks": list(tracks),
+                "customParameters": parameters or {"agent": "7"},
                 "mediaFormat": {"encoding": encoding, "sampleRate": rate, "channels": 1},
             },
             "streamSid": "MZ1",
@@ -37,16 +42,16 @@ def start(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
     )
 
 
-def media(payload: bytes, track: str = "inbound", chunk: int = 1) -> str:
-    body = {"track": track, "chunk": str(chunk), "timestamp": "20", "payload": ""}
+def media(payload: bytes, track: str = "inbound", chunk: int = 1, at_ms: int = 20) -> str:
+    body = {"track": track, "chunk": str(chunk), "timestamp": str(at_ms), "payload": ""}
     body["payload"] = base64.b64encode(payload).decode()
     return json.dumps({"event": "media", "streamSid": "MZ1", "media": body})
 
 
 def test_a_call_becomes_a_mulaw_stream_named_after_the_call() -> None:
-    call = MediaStreamCall()
+    call = MediaStreamCall(track="inbound")  # the caller alone, though both are sent
     assert call.receive(json.dumps({"event": "connected", "protocol": "Call"})) == []
-    (opened,) = call.receive(start())
+    (opened,) = call.receive(start(tracks=("inbound", "outbound")))
     assert isinstance(opened, OpenStream) and opened.sid == f"call-{CALL}"
     assert opened.request.encoding is AudioEncoding.MULAW and opened.request.rate == 8000
     assert call.receive(media(b"\xff" * 160)) == [Audio(0, b"\xff" * 160)]
@@ -90,3 +95,40 @@ def test_the_key_in_the_custom_parameters_comes_with_the_opening() -> None:
     (opened,) = MediaStreamCall().receive(json.dumps(message))
     assert isinstance(opened, OpenStream) and opened.key == "vx_secret"
     assert "vx_secret" not in repr(opened)
+
+
+def test_a_call_with_both_tracks_becomes_a_stream_with_the_parties_apart() -> None:
+    call = MediaStreamCall()
+    (opened,) = call.receive(start(tracks=("inbound", "outbound")))
+    assert isinstance(opened, OpenStream)
+    assert opened.request.channels == "separate"
+    assert opened.request.channel_labels == ("customer", "agent")
+    assert call.receive(media(b"\x01" * 160, "inbound", 1, 0)) == []  # waits for the other
+    (both,) = call.receive(media(b"\x02" * 160, "outbound", 1, 0))
+    assert isinstance(both, Audio) and both == Audio(0, b"\x01\x02" * 160)
+    assert call.receive(media(b"\x03" * 160, "inbound", 2, 20)) == []
+    ended = call.receive(json.dumps({"event": "stop", "stop": {"callSid": CALL}}))
+    assert ended == [Audio(1, b"\x03\xff" * 160), EndStream()]  # the rest, the agent silent
+
+
+def test_the_tracks_labels_may_come_as_custom_parameters() -> None:
+    labels = {"inbound_label": "caller", "outbound_label": "bot"}
+    (opened,) = MediaStreamCall().receive(start(tracks=("inbound", "outbound"), parameters=labels))
+    assert isinstance(opened, OpenStream) and opened.request.channel_labels == ("caller", "bot")
+    with pytest.raises(MediaStreamError, match="inbound_label"):
+        MediaStreamCall().receive(
+            start(tracks=("inbound", "outbound"), parameters={"inbound_label": "no spaces"})
+        )
+
+
+def test_a_dropped_call_hands_over_its_audio_and_a_reconnection_numbers_on() -> None:
+    call = MediaStreamCall()
+    call.receive(start(tracks=("inbound", "outbound")))
+    call.receive(media(b"\x01" * 160, "inbound", 1, 0))
+    assert call.detach() == [Audio(0, b"\x01\xff" * 160)]  # no EndStream: it may go on
+    assert call.ended and call.end() == []
+    again = MediaStreamCall()
+    again.receive(start(tracks=("inbound", "outbound")))
+    again.go_on_from(1)
+    again.receive(media(b"\x05" * 160, "inbound", 1, 0))
+    assert again.receive(media(b"\x06" * 160, "outbound", 1, 0)) == [Audio(1, b"\x05\x06" * 160)]

@@ -118,7 +118,7 @@ async def test_a_segment_indexed_again_with_another_speaker_moves(index: SearchI
     assert [h.speaker for h in await _hits(index, "budget", speaker="S2")] == ["S2"]
 
 
-@pytest.mark.parametrize("bad", ["s1", "S", "S0", "S1 ", "speaker", "S12345", "S1%", "1", ""])
+@pytest.mark.parametrize("bad", ["S1 ", "S1%", "1", "", "-agent", "x" * 25, "agent customer"])
 def test_a_bad_speaker_label_is_refused_with_what_to_send(bad: str) -> None:
     with pytest.raises(ValidationError, match="speaker must be a label such as S1"):
         SearchQuery.model_validate({"q": "budget", "speaker": bad})

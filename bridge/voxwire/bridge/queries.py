@@ -56,6 +56,7 @@ from voxwire.core.errors import NotFoundError, RecordError, VoxwireError
 from voxwire.search import SearchIndex
 from voxwire.sessions.deletion import Actor, Reason, SessionEraser
 from voxwire.sessions.parts import PartUploads, stream_sid
+from voxwire.sessions.quotas import quota_detail
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.views import endpoints, session_info, stream_created, transcript_of
 from voxwire.store import Store
@@ -75,6 +76,7 @@ from voxwire_client.api import (
     UploadStatus,
 )
 from voxwire_client.topics import QueryTopic, parse_query_topic, query_result_topic
+from voxwire_client.usage import QuotaExceeded
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +231,7 @@ class QueryService:
         except VoxwireError as exc:
             if exc.code == "search":
                 log.error("query %s failed: %s", qid, exc)
-            return _error(qid, exc.code, exc.message, exc.hint, exc.sid)
+            return _error(qid, exc.code, exc.message, exc.hint, exc.sid, quota_detail(exc))
 
     async def _session_request(self, key: KeyGrant, qid: str, request: Request) -> QueryResult:
         if isinstance(request, UploadStatus):
@@ -267,6 +269,13 @@ class QueryService:
 
 
 def _error(
-    qid: str, code: str, message: str, hint: str | None = None, sid: str | None = None
+    qid: str,
+    code: str,
+    message: str,
+    hint: str | None = None,
+    sid: str | None = None,
+    quota: QuotaExceeded | None = None,
 ) -> QueryResult:
-    return QueryResult(qid=qid, error=ErrorBody(code=code, message=message, hint=hint, sid=sid))
+    """An error answer (over a quota: naming it, as the gateway's 429 does)."""
+    error = ErrorBody(code=code, message=message, hint=hint, sid=sid, quota=quota)
+    return QueryResult(qid=qid, error=error)

@@ -35,6 +35,8 @@
  * @property {Word[]} [words] word times and confidence, in order (finals only; empty where none)
  * @property {boolean} [continues] a live final that goes on with the utterance of the final
  *   before (that one was decided early, endpointing policy "fast"): show it on the same line
+ * @property {boolean} [flushed] a live final the client asked for with `flush()` before a
+ *   pause ended the utterance
  */
 
 /**

@@ -339,6 +339,15 @@ export class SessionFeed extends Emitter {
     this.#requireClient().publish(audioControlTopic(this.sid), JSON.stringify({ type: "end" }), { qos: 1 });
   }
 
+  /**
+   * Ask for the open utterance's final now, without waiting for the pause that
+   * ends it (push-to-talk released): it comes marked `flushed`, and the stream
+   * goes on. Nothing comes when no speech is open.
+   */
+  flush() {
+    this.#requireClient().publish(audioControlTopic(this.sid), JSON.stringify({ type: "flush" }), { qos: 1 });
+  }
+
   #requireClient() {
     if (this.client === null || this.state === "closed") {
       throw new VoxwireError("closed", `the feed of session ${this.sid} is closed`);

@@ -7,7 +7,8 @@
  *   transcription/<sid>/match      prompt matches
  * Client -> server (live audio):
  *   audio/<sid>/chunk/<n>          PCM16LE, 16 kHz, mono; n counts from 0
- *   audio/<sid>/control            {"type": "end"} ends the stream
+ *   audio/<sid>/control            {"type": "end"} ends the stream; {"type": "flush"}
+ *                                  asks for the open utterance's final now
  *
  * A session id is 1-64 characters of [A-Za-z0-9_-].
  * @module

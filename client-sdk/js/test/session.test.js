@@ -211,16 +211,18 @@ describe("SessionFeed", () => {
     feed.close();
   });
 
-  it("publishes audio chunks and the end of a stream at QoS 1", async () => {
+  it("publishes audio chunks, a flush and the end of a stream at QoS 1", async () => {
     const broker = new FakeBroker();
     const feed = await feedOn(broker, new FakeHistory()).start();
     feed.publishAudio(0, new Uint8Array([1, 2]));
     feed.publishAudio(1, new Uint8Array([3, 4]));
+    feed.flush();
     feed.endStream();
     const published = broker.last.published;
-    assert.deepEqual(published.map((p) => p.topic), [`audio/${SID}/chunk/0`, `audio/${SID}/chunk/1`, `audio/${SID}/control`]);
+    assert.deepEqual(published.map((p) => p.topic), [`audio/${SID}/chunk/0`, `audio/${SID}/chunk/1`, `audio/${SID}/control`, `audio/${SID}/control`]);
     assert.ok(published.every((p) => p.options.qos === 1));
-    assert.deepEqual(JSON.parse(published[2].payload), { type: "end" });
+    assert.deepEqual(JSON.parse(published[2].payload), { type: "flush" });
+    assert.deepEqual(JSON.parse(published[3].payload), { type: "end" });
     feed.close();
     assert.throws(() => feed.publishAudio(2, new Uint8Array(2)), { code: "closed" });
   });

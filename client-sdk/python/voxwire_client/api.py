@@ -30,6 +30,7 @@ from voxwire_client.options import (
 )
 from voxwire_client.options import MAX_SPEAKERS as MAX_SPEAKERS
 from voxwire_client.options import SPEAKER_PATTERN as SPEAKER_PATTERN
+from voxwire_client.options import ChannelMode as ChannelMode
 from voxwire_client.options import PromptSpec as PromptSpec
 from voxwire_client.options import RedactMode as RedactMode
 from voxwire_client.options import SpeakerBounds as SpeakerBounds
@@ -37,6 +38,7 @@ from voxwire_client.options import SpeakerLabel as SpeakerLabel
 from voxwire_client.options import Vocabulary as Vocabulary
 from voxwire_client.options import validate_speaker as validate_speaker
 from voxwire_client.topics import validate_sid
+from voxwire_client.usage import QuotaExceeded
 
 
 class _Model(BaseModel):
@@ -109,6 +111,8 @@ class ErrorBody(_Model):
     message: str
     hint: str | None = None
     sid: str | None = None
+    quota: QuotaExceeded | None = None
+    """With ``quota_exceeded`` (HTTP 429): the quota, its limit, the use and when it resets."""
 
 
 class Health(_Model):
@@ -161,6 +165,9 @@ class StreamRequest(SessionOptions):
     by default PCM16LE 16 kHz mono (e.g. 100 ms = 3200 bytes), with
     ``encoding="mulaw"`` G.711 at 8 kHz (20 ms = 160 bytes), with ``"opus"`` one
     Opus packet of ``frame_ms`` each; then ``{"type": "end"}`` on ``audio/<sid>/control``.
+    With ``channels="separate"`` each chunk holds interleaved frames of the
+    channels (PCM16 or G.711; as many as ``channel_labels``, 2 without them),
+    and each channel is transcribed on its own, its finals labelled.
     ``codec`` is accepted for ``encoding``, as requests named it before.
     A live stream finds its speakers as they come: ``diarize`` takes ``max_speakers``
     only."""
@@ -230,6 +237,23 @@ class StreamRequest(SessionOptions):
         """``encoding``, by its earlier name."""
         return self.encoding
 
+    @model_validator(mode="after")
+    def _interleaved(self) -> StreamRequest:
+        if self.channels is ChannelMode.SEPARATE and self.encoding is AudioEncoding.OPUS:
+            raise ValueError(
+                "separate channels come as interleaved pcm16, mulaw or alaw frames: "
+                "an opus stream is one channel (stream each party as its own session)"
+            )
+        return self
+
+    @property
+    def audio_channels(self) -> int:
+        """How many channels each chunk interleaves: with ``channels`` separate,
+        one per label of ``channel_labels`` (2 without labels); else 1."""
+        if self.channels is not ChannelMode.SEPARATE:
+            return 1
+        return len(self.channel_labels) if self.channel_labels else 2
+
     @field_validator("diarize")
     @classmethod
     def _live_speakers(cls, bounds: SpeakerBounds | None) -> SpeakerBounds | None:
@@ -278,6 +302,26 @@ class PromptChange(_Model):
     type: Literal["prompts"] = "prompts"
     add: tuple[PromptSpec, ...] = Field(default=(), max_length=100)
     remove: tuple[Annotated[str, Field(max_length=64)], ...] = Field(default=(), max_length=100)
+
+
+class StreamControl(StrEnum):
+    """The other messages of a stream's ``audio/<sid>/control``: ``{"type": <value>}``.
+
+    - ``end``: the stream is over; its last final, the transcript and a
+      ``completed`` progress message follow;
+    - ``flush``: close the open utterance now, without waiting for the pause
+      that ends it (push-to-talk released, a client that knows the turn is
+      over): its audio so far is transcribed and sent as a final marked
+      ``flushed``; the stream goes on. Nothing comes when no speech is open.
+    """
+
+    END = "end"
+    FLUSH = "flush"
+
+    @property
+    def payload(self) -> bytes:
+        """The message to publish."""
+        return f'{{"type": "{self.value}"}}'.encode()
 
 
 class StreamCreated(SessionInfo):

@@ -33,6 +33,7 @@ from voxwire_client.api import (
     SessionCreated,
     SessionInfo,
     SpeakerBounds,
+    StreamControl,
     StreamCreated,
     StreamRequest,
     TokenRequest,
@@ -200,6 +201,7 @@ class AsyncClient:
         task: Task | str = Task.TRANSCRIBE,
         keep_original_audio: bool = False,
         options: SessionOptions | None = None,
+        callback: str | None = None,
     ) -> SessionCreated:
         """Upload an audio file; returns the new session. ``redact``: what becomes
         of personal data in the transcript (default: the platform's setting);
@@ -210,7 +212,8 @@ class AsyncClient:
         ``task``: "translate" for the text in English (a multilingual model);
         ``keep_original_audio``: with redaction, keep the audio as recorded too.
         ``options``: all of these as one :class:`SessionOptions` (the keywords are
-        then not read)."""
+        then not read). ``callback``: an http(s) URL that gets the transcript,
+        signed, once it is stored (:mod:`voxwire_client.webhooks`)."""
         path = Path(path)
         if options is None:
             options = session_options(
@@ -224,6 +227,8 @@ class AsyncClient:
                 keep_original_audio=keep_original_audio,
             )
         data = form_fields(options)
+        if callback:
+            data["callback"] = callback
         for retry in range(_RATE_LIMIT_RETRIES + 1):
             with path.open("rb") as fh:
                 response = await self._send(
@@ -470,7 +475,7 @@ class AsyncClient:
 
     async def stream(
         self,
-        chunks: Iterable[bytes],
+        chunks: Iterable[bytes | StreamControl],
         request: StreamRequest | None = None,
         *,
         chunk_ms: int = 100,
@@ -480,7 +485,9 @@ class AsyncClient:
         """Stream ``chunks`` in the request's encoding (PCM16LE 16 kHz mono by
         default, G.711, or one Opus packet each), each ``chunk_ms`` long, in
         real time (``speed`` > 1 plays faster), then end the stream and return
-        the transcript once the last final is in."""
+        the transcript once the last final is in. A :class:`StreamControl` among
+        the chunks is published on the control topic in its place
+        (``StreamControl.FLUSH``: the open utterance's final now)."""
         created = await self.start_stream(request)
         following = asyncio.create_task(self.follow(created.sid, on_event=on_event))
         while created.sid not in self.subscriptions:
@@ -490,11 +497,16 @@ class AsyncClient:
         subscription = self.subscriptions[created.sid]
         loop = asyncio.get_running_loop()
         started = loop.time()
-        for n, chunk in enumerate(chunks):
+        n = 0
+        for chunk in chunks:
+            if isinstance(chunk, StreamControl):
+                subscription.publish(created.control_topic, chunk.payload)
+                continue
             subscription.publish(f"{created.audio_topic}/{n}", chunk)
-            due = started + (n + 1) * chunk_ms / 1000 / speed
+            n += 1
+            due = started + n * chunk_ms / 1000 / speed
             await asyncio.sleep(max(0.0, due - loop.time()))
-        subscription.publish(created.control_topic, b'{"type": "end"}')
+        subscription.publish(created.control_topic, StreamControl.END.payload)
         return await following
 
     async def follow(

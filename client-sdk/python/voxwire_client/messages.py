@@ -109,8 +109,15 @@ class SegmentData(_Model):
     )
     speaker: str | None = Field(
         default=None,
-        description="with diarization: S1, S2... in order of first appearance; a final's "
+        description="with diarization: S1, S2... in order of first appearance; with "
+        "separate channels: the channel's label; a final's "
         "speaker is never changed afterwards (no relabelling message exists)",
+    )
+    channel: int | None = Field(
+        default=None,
+        ge=1,
+        description="with channels separate: the audio channel it was said on (1, 2...); "
+        "its speaker is that channel's label",
     )
     model: str | None = Field(default=None, description="the model that transcribed it")
     task: TaskField = Task.TRANSCRIBE
@@ -122,6 +129,11 @@ class SegmentData(_Model):
         description="a live final that goes on with the utterance of the final before it: "
         "that one was decided early (endpointing policy fast) and the speaker went on "
         "within the silence that ends an utterance; show it on the same line",
+    )
+    flushed: bool = Field(
+        default=False,
+        description='a live final the client asked for ({"type": "flush"} on the control '
+        "topic) before a pause ended the utterance",
     )
 
 

@@ -14,7 +14,11 @@ A session's options, and what leaves them to the platform (None):
 ``redact``       what becomes of personal data (:class:`RedactMode`); None: the tenant's
 ``diarize``      label speakers, within bounds (:class:`SpeakerBounds`); None: off
 ``vocabulary``   words to expect, written as given
+``channels``     ``mixed`` (the default) or ``separate`` (:class:`ChannelMode`)
 ===============  =====================================================================
+
+``channel_labels`` (with ``separate``): each channel's speaker label, as many as the
+audio has channels (``agent``, ``customer``); None: ``ch1``, ``ch2``...
 
 ``keep_original_audio`` (a redacted session): keep the audio as recorded besides
 the audio with the redacted spans silenced, for the session's owner alone.
@@ -55,15 +59,18 @@ Vocabulary = Annotated[
 ]
 
 
-SPEAKER_PATTERN = r"^S[1-9][0-9]{0,3}$"
+SPEAKER_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,23}$"
 _SPEAKER = re.compile(SPEAKER_PATTERN)
 
 
 def validate_speaker(label: str) -> str:
-    """Return ``label`` if it is a diarization speaker label (``S1``, ``S2``...), else raise."""
+    """Return ``label`` if it is a speaker label (diarization's ``S1``, ``S2``..., or
+    a channel's label such as ``agent``: a letter, then up to 23 letters, digits,
+    ``_`` or ``-``), else raise."""
     if not _SPEAKER.fullmatch(label):
         raise ValueError(
-            f"speaker must be a label such as S1 or S2 (S and a number from 1), not {label[:20]!r}"
+            "speaker must be a label such as S1 or agent (a letter, then at most 23 "
+            f"letters, digits, _ or -), not {label[:30]!r}"
         )
     return label
 
@@ -73,7 +80,37 @@ SpeakerLabel = Annotated[
     AfterValidator(validate_speaker),
     WithJsonSchema({"type": "string", "pattern": SPEAKER_PATTERN}),
 ]
-"""A speaker label as diarization gives them: ``S1``, ``S2``... (S and a number)."""
+"""A speaker label: diarization's ``S1``, ``S2``..., or a channel's label (``agent``)."""
+
+
+class ChannelMode(StrEnum):
+    """What becomes of a recording's channels: ``mixed`` averages them into one
+    track (a diarized session then tells the speakers apart by voice);
+    ``separate`` transcribes each channel as its own track, each final
+    labelled with its channel and the channel's label as its speaker (a call
+    recorder's stereo: one party per channel)."""
+
+    MIXED = "mixed"
+    SEPARATE = "separate"
+
+
+MAX_CHANNELS = 8
+"""The most channels a session may transcribe separately."""
+
+
+def default_channel_labels(count: int) -> tuple[str, ...]:
+    """The labels of channels that were given none: ``ch1``, ``ch2``..."""
+    return tuple(f"ch{n}" for n in range(1, count + 1))
+
+
+ChannelLabels = Annotated[
+    tuple[SpeakerLabel, ...],
+    Field(
+        max_length=MAX_CHANNELS,
+        description="with channels separate: the speaker label of each channel, in order "
+        "(e.g. ['agent', 'customer']); as many as the audio has channels; None: ch1, ch2...",
+    ),
+]
 
 
 class PromptSpec(BaseModel):
@@ -98,7 +135,9 @@ class PromptSpec(BaseModel):
     slop: int = Field(default=0, ge=0, le=10)
     within: int | None = Field(default=None, ge=1, le=50)
     speaker: SpeakerLabel | None = Field(
-        default=None, description="only what this speaker (S1, S2...) says; needs diarization"
+        default=None,
+        description="only what this speaker (S1, S2... or a channel's label) says; needs "
+        "diarization or separate channels",
     )
 
 
@@ -262,6 +301,40 @@ class SessionOptions(_Options):
         "owner may fetch it, GET /v1/sessions/{sid}/audio?original=true); false: only the "
         "audio with the redacted spans silenced is kept",
     )
+
+    channels: ChannelMode = Field(
+        default=ChannelMode.MIXED,
+        description="mixed: the channels averaged into one track; separate: each channel "
+        "transcribed on its own, its finals labelled with its channel and label",
+    )
+    channel_labels: ChannelLabels | None = None
+
+    @model_validator(mode="after")
+    def _channel_labels(self) -> SessionOptions:
+        if self.channels is ChannelMode.SEPARATE and self.diarize is not None:
+            raise ValueError(
+                "separate channels say who spoke: leave diarize out (or mix the channels)"
+            )
+        labels = self.channel_labels
+        if labels is None:
+            return self
+        if self.channels is not ChannelMode.SEPARATE:
+            raise ValueError("channel_labels need channels 'separate'")
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"channel_labels must differ from each other: {list(labels)}")
+        return self
+
+    def labels_for(self, count: int) -> tuple[str, ...]:
+        """The speaker labels of ``count`` separate channels; ValueError, saying
+        what to do, when the session gave labels for another number of channels."""
+        if self.channel_labels is None:
+            return default_channel_labels(count)
+        if len(self.channel_labels) != count:
+            raise ValueError(
+                f"{len(self.channel_labels)} channel_labels given for audio of {count} "
+                f"channel(s): give one label per channel"
+            )
+        return self.channel_labels
 
     @model_validator(mode="before")
     @classmethod

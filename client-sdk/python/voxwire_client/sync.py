@@ -17,6 +17,7 @@ from voxwire_client.api import (
     SessionCreated,
     SessionInfo,
     SpeakerBounds,
+    StreamControl,
     StreamRequest,
     TokenResponse,
     TranscriptFormat,
@@ -24,6 +25,7 @@ from voxwire_client.api import (
 )
 from voxwire_client.client import AsyncClient, Transcript
 from voxwire_client.messages import Message, Task
+from voxwire_client.options import SessionOptions
 from voxwire_client.uploads import Prompts
 from voxwire_client.versions import RetranscribeAccepted
 
@@ -57,7 +59,11 @@ class Client:
         vocabulary: Sequence[str] = (),
         task: Task | str = Task.TRANSCRIBE,
         keep_original_audio: bool = False,
+        options: SessionOptions | None = None,
+        callback: str | None = None,
     ) -> SessionCreated:
+        """As :meth:`AsyncClient.upload`: ``options`` (e.g. separate channels with
+        their labels) stand for all the keywords."""
         uploading = self._async.upload(
             path,
             prompts,
@@ -68,6 +74,8 @@ class Client:
             vocabulary=vocabulary,
             task=task,
             keep_original_audio=keep_original_audio,
+            options=options,
+            callback=callback,
         )
         return self._loop.run_until_complete(uploading)
 
@@ -150,7 +158,7 @@ class Client:
 
     def stream(
         self,
-        chunks: Iterable[bytes],
+        chunks: Iterable[bytes | StreamControl],
         request: StreamRequest | None = None,
         *,
         chunk_ms: int = 100,

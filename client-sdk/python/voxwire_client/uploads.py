@@ -31,6 +31,8 @@ def session_options(
     vocabulary: Sequence[str] = (),
     task: Task | str = Task.TRANSCRIBE,
     keep_original_audio: bool = False,
+    channels: str = "mixed",
+    channel_labels: Sequence[str] | None = None,
 ) -> SessionOptions:
     """The options of ``AsyncClient.upload``'s keywords; ValueError for a choice
     that does not exist (a ``redact`` mode, a ``task``)."""
@@ -44,6 +46,8 @@ def session_options(
             "vocabulary": tuple(vocabulary),
             "task": task,
             "keep_original_audio": keep_original_audio,
+            "channels": channels,
+            "channel_labels": None if channel_labels is None else tuple(channel_labels),
         }
     )
 
@@ -54,7 +58,7 @@ def form_fields(options: SessionOptions) -> dict[str, str]:
     that is off."""
     data: dict[str, str] = {}
     for name, value in options.model_dump(mode="json").items():
-        if value is None:
+        if value is None or (name == "channels" and value == "mixed"):  # the default
             continue
         if name == "diarize":
             data["diarize"] = "true"

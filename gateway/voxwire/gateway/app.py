@@ -1,6 +1,6 @@
 """The HTTP gateway (FastAPI): upload, live streams, session status, transcripts,
-history, search, session tokens, OpenAI's audio API, health, the EMQX hooks and the
-web app (``/app/``).
+history, search, session tokens, OpenAI's audio API, Deepgram's listening API,
+health, the EMQX hooks and the web app (``/app/``).
 
 :func:`create_app` composes it: the routers of :mod:`voxwire.gateway.routes`, one per
 resource, on the services of a :class:`~voxwire.gateway.context.Gateway` kept on
@@ -18,6 +18,8 @@ from voxwire.gateway.emqx import emqx_hooks
 from voxwire.gateway.errors import add_error_handlers
 from voxwire.gateway.request_metrics import RequestMetrics
 from voxwire.gateway.routes import (
+    deepgram,
+    deepgram_live,
     health,
     openai,
     search,
@@ -26,7 +28,9 @@ from voxwire.gateway.routes import (
     telephony,
     tokens,
     uploads,
+    usage,
 )
+from voxwire.gateway.routes.deepgram import is_deepgram_upload
 from voxwire.gateway.routes.openai import is_openai_upload
 from voxwire.gateway.routes.uploads import is_upload
 from voxwire.gateway.web import mount_web_app
@@ -44,8 +48,11 @@ def create_app(ctx: GatewayContext) -> FastAPI:
     gateway = Gateway.of(ctx)
     app.state.gateway = gateway
     add_error_handlers(app)
-    for module in (health, uploads, streams, telephony, sessions, search, tokens, openai):
+    routers = (health, uploads, streams, telephony, sessions, search, tokens, openai, usage)
+    for module in routers:
         app.include_router(module.router)
+    for deepgram_api in (deepgram, deepgram_live):
+        app.include_router(deepgram_api.router)
     security = ctx.settings.security
     if security.hook_secret.get_secret_value():
         app.include_router(
@@ -54,6 +61,11 @@ def create_app(ctx: GatewayContext) -> FastAPI:
             )
         )
     mount_web_app(app)
-    app.add_middleware(BodyLimit, exempt=lambda scope: is_upload(scope) or is_openai_upload(scope))
+    app.add_middleware(
+        BodyLimit,
+        exempt=lambda scope: (
+            is_upload(scope) or is_openai_upload(scope) or is_deepgram_upload(scope)
+        ),
+    )
     app.add_middleware(RequestMetrics)
     return app

@@ -22,6 +22,7 @@ from voxwire.core.readiness import Readiness
 from voxwire.search import SearchIndex
 from voxwire.sessions.deletion import CheckpointStore, RetainedPublisher, SessionEraser
 from voxwire.sessions.pools import PoolCheck
+from voxwire.sessions.quotas import QuotaGuard
 from voxwire.sessions.retranscribe import RetranscribeService
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import UploadService
@@ -67,15 +68,18 @@ class Gateway:
     """Signs and checks session tokens."""
     eraser: SessionEraser
     """Deletes sessions (a request, the sweeper)."""
+    quotas: QuotaGuard
+    """The tenants' quotas, checked where sessions start (one guard for all three)."""
 
     @classmethod
     def of(cls, ctx: GatewayContext) -> Gateway:
         settings = ctx.settings
+        quotas = QuotaGuard(ctx.store)
         return cls(
             ctx,
-            UploadService(settings, ctx.store, ctx.bus, ctx.blobs, ctx.access, ctx.pools),
-            StreamService(ctx.store, ctx.bus, ctx.access, settings, ctx.pools),
-            RetranscribeService(settings, ctx.store, ctx.bus, ctx.blobs, ctx.pools),
+            UploadService(settings, ctx.store, ctx.bus, ctx.blobs, ctx.access, ctx.pools, quotas),
+            StreamService(ctx.store, ctx.bus, ctx.access, settings, ctx.pools, quotas),
+            RetranscribeService(settings, ctx.store, ctx.bus, ctx.blobs, ctx.pools, quotas),
             RateLimits(settings.limits.rate_limit_per_s, settings.limits.rate_limit_burst),
             ctx.tokens
             or issuer_for(settings.security.token_secret.get_secret_value(), settings.data_dir),
@@ -88,6 +92,7 @@ class Gateway:
                 checkpoints=ctx.checkpoints,
                 settle_s=settings.limits.sweep_interval_s,
             ),
+            quotas,
         )
 
 

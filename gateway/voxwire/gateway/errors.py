@@ -1,14 +1,17 @@
 """Errors as HTTP answers: each :class:`~voxwire.core.errors.VoxwireError` is a JSON
 :class:`~voxwire_client.api.ErrorBody` with the status of its class (a rate limit's
-also says ``Retry-After``); an invalid session id is a 400."""
+also says ``Retry-After``, as a quota that resets at a set time does, and a quota's
+names it in ``quota``); an invalid session id is a 400."""
 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from voxwire.access.quotas import QuotaExceededError
 from voxwire.core.errors import (
     AudioError,
     AudioTooLongError,
@@ -24,6 +27,7 @@ from voxwire.core.metrics import ERRORS
 from voxwire.core.ratelimit import RateLimitedError
 from voxwire.search import SearchQueryError
 from voxwire.sessions.pools import NoWorkerError
+from voxwire.sessions.quotas import quota_detail
 from voxwire_client.api import ErrorBody
 from voxwire_client.errors import InvalidSessionIdError
 
@@ -31,6 +35,7 @@ _STATUS = {
     AuthError: 401,
     ForbiddenError: 403,
     RateLimitedError: 429,
+    QuotaExceededError: 429,
     NotFoundError: 404,
     ConflictError: 409,
     InvalidRequestError: 400,
@@ -48,12 +53,25 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 async def voxwire_error(_request: Request, exc: VoxwireError) -> JSONResponse:
-    body = ErrorBody(code=exc.code, message=exc.message, hint=exc.hint, sid=exc.sid)
+    body = ErrorBody(
+        code=exc.code, message=exc.message, hint=exc.hint, sid=exc.sid, quota=quota_detail(exc)
+    )
     ERRORS.labels(code=exc.code).inc()
-    headers = None
+    return JSONResponse(
+        body.model_dump(mode="json"),
+        status_code=status_for(exc),
+        headers=retry_after(exc),
+    )
+
+
+def retry_after(exc: Exception) -> dict[str, str] | None:
+    """The ``Retry-After`` header of a rate limit, or of a quota that resets at a set time."""
+    wait = None
     if isinstance(exc, RateLimitedError):
-        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-    return JSONResponse(body.model_dump(), status_code=status_for(exc), headers=headers)
+        wait = exc.retry_after_s
+    elif isinstance(exc, QuotaExceededError):
+        wait = exc.retry_after_s(datetime.now(UTC))
+    return None if wait is None else {"Retry-After": str(max(1, math.ceil(wait)))}
 
 
 async def bad_sid(_request: Request, exc: InvalidSessionIdError) -> JSONResponse:

@@ -15,6 +15,7 @@ from voxwire.text.standing_prompts import MAX_PROMPTS
 from voxwire_client.messages import Task
 from voxwire_client.options import (
     MAX_SPEAKERS,
+    ChannelMode,
     PromptSpec,
     RedactMode,
     SessionOptions,
@@ -37,6 +38,8 @@ class UploadForm:
     vocabulary: str | None = None
     task: str | None = None
     keep_original_audio: str | None = None
+    channels: str | None = None
+    channel_labels: str | None = None
 
     def options(self) -> SessionOptions:
         """What the session asks for; InvalidRequestError naming the field that is wrong."""
@@ -45,16 +48,28 @@ class UploadForm:
             raise InvalidRequestError(
                 f"invalid task {self.task!r:.40}", hint="use 'transcribe' or 'translate'"
             )
-        return SessionOptions(
-            language=(self.language or "").strip() or None,
-            model=(self.model or "").strip() or None,
-            task=Task(task),
-            prompts=parse_prompts(self.prompts),
-            redact=redact_mode(self.redact),
-            diarize=speaker_bounds(self.diarize, self.min_speakers, self.max_speakers),
-            vocabulary=parse_vocabulary(self.vocabulary),
-            keep_original_audio=flag("keep_original_audio", self.keep_original_audio),
-        )
+        fields = {
+            "language": (self.language or "").strip() or None,
+            "model": (self.model or "").strip() or None,
+            "task": Task(task),
+            "prompts": parse_prompts(self.prompts),
+            "redact": redact_mode(self.redact),
+            "diarize": speaker_bounds(self.diarize, self.min_speakers, self.max_speakers),
+            "vocabulary": parse_vocabulary(self.vocabulary),
+            "keep_original_audio": flag("keep_original_audio", self.keep_original_audio),
+            "channels": (self.channels or "").strip().lower() or ChannelMode.MIXED,
+            "channel_labels": parse_labels(self.channel_labels),
+        }
+        try:
+            return SessionOptions.model_validate(fields)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "options"
+            raise InvalidRequestError(
+                f"invalid {where}: {first['msg']}",
+                hint="channels: mixed or separate; channel_labels: one label per channel, "
+                'as "agent,customer", with channels=separate',
+            ) from None
 
 
 _PROMPT_LIST = TypeAdapter(list[PromptSpec | str])
@@ -119,6 +134,21 @@ def speaker_bounds(
             f"invalid speaker bounds: {exc.errors()[0]['msg']}",
             hint=f"1 <= min_speakers <= max_speakers <= {MAX_SPEAKERS}",
         ) from None
+
+
+def parse_labels(raw: str | None) -> tuple[str, ...] | None:
+    """Channel labels: a JSON list, or labels separated by commas (None: not sent)."""
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    if text.startswith("["):
+        try:
+            return tuple(TypeAdapter(tuple[str, ...]).validate_json(text))
+        except ValidationError:
+            raise InvalidRequestError(
+                "invalid channel_labels", hint='send "agent,customer" or ["agent", "customer"]'
+            ) from None
+    return tuple(label.strip() for label in text.split(","))
 
 
 def parse_vocabulary(raw: str | None) -> tuple[str, ...]:

@@ -11,9 +11,20 @@ the call lasts; ``mark`` and ``dtmf`` now and then; ``stop`` at the end.
 (:data:`Action`): :class:`OpenStream` once ``start`` has come (the session id is
 derived from the call id, ``call-<CallSid>``, so the caller's application knows
 it without asking), then :class:`Audio` with the next chunk's bytes, then
-:class:`EndStream`. The owner performs them. One track is heard, the inbound
-one (the caller) by default; each track as a channel of its own is not done
-here yet: a ``channels`` option would make this return per-track chunks.
+:class:`EndStream`. The owner performs them.
+
+Tracks. When ``start`` lists both ``inbound`` and ``outbound`` (TwiML
+``<Stream track="both_tracks">``), the call becomes a stream with separate
+channels: channel 1 the inbound track (the caller, labelled ``customer``),
+channel 2 the outbound one (``agent``), interleaved by
+:class:`~voxwire.gateway.media_tracks.TrackInterleaver`; the custom parameters
+``inbound_label`` and ``outbound_label`` rename them. With one track (or a
+``track`` chosen by the owner), that track alone is heard, mono, as before.
+
+:meth:`MediaStreamCall.detach` (the connection dropped without ``stop``)
+returns the audio still held, without ending the stream: the owner may let a
+reconnection of the same call go on with it (:meth:`MediaStreamCall.go_on_from`
+numbers its chunks after those sent) before it ends it.
 
 Every refusal is a :class:`MediaStreamError` with the reason, for the close
 frame: a message that is not JSON or not one of the protocol's, ``media``
@@ -31,8 +42,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from voxwire.gateway.media_tracks import TrackInterleaver
 from voxwire_client.api import StreamRequest
 from voxwire_client.encodings import AudioEncoding
+from voxwire_client.options import ChannelMode, validate_speaker
 from voxwire_client.topics import validate_sid
 
 
@@ -122,17 +135,37 @@ Action = OpenStream | Audio | EndStream
 MEDIA_FORMAT = ("audio/x-mulaw", 8_000, 1)
 """The media format the platform sends: G.711 mu-law, 8 kHz, mono."""
 
+BOTH_TRACKS = ("inbound", "outbound")
+"""A call's two tracks: the caller's audio, and what is played to the caller."""
+
+TRACK_LABELS = {"inbound": "customer", "outbound": "agent"}
+"""Each track's speaker label, unless a custom parameter ``<track>_label`` gives one."""
+
 
 class MediaStreamCall:
     """One call's media stream; see the module docstring."""
 
-    def __init__(self, *, track: str = "inbound", request: StreamRequest | None = None) -> None:
-        """``track``: the one heard; ``request``: the session's other options."""
+    def __init__(self, *, track: str | None = None, request: StreamRequest | None = None) -> None:
+        """``track``: the one heard (None: both when the call sends both, else
+        the inbound one); ``request``: the session's other options."""
         self.track = track
         self._request = request or StreamRequest()
         self.sid: str | None = None
         self.chunks = 0
         self.ended = False
+        self._both: TrackInterleaver | None = None
+
+    def go_on_from(self, chunk: int) -> None:
+        """Number the chunks from ``chunk`` on: the call's stream goes on from an
+        earlier connection that sent those before it."""
+        self.chunks = chunk
+
+    def detach(self) -> list[Action]:
+        """The connection dropped without ``stop``: the audio still held, and no
+        more; the stream is not ended here (see the module docstring)."""
+        held = self._flush()
+        self.ended = True
+        return held
 
     def receive(self, text: str | bytes) -> list[Action]:
         """What the message ``text`` asks for; MediaStreamError if it cannot be taken."""
@@ -155,8 +188,20 @@ class MediaStreamCall:
         if self.ended or self.sid is None:
             self.ended = True
             return []
+        held = self._flush()
         self.ended = True
-        return [EndStream()]
+        return [*held, EndStream()]
+
+    def _flush(self) -> list[Action]:
+        if self.ended or self._both is None:
+            return []
+        return self._audio(self._both.flush())
+
+    def _audio(self, data: bytes) -> list[Action]:
+        if not data:
+            return []
+        self.chunks += 1
+        return [Audio(self.chunks - 1, data)]
 
     def _start(self, start: StartData) -> list[Action]:
         if self.sid is not None:
@@ -168,23 +213,45 @@ class MediaStreamCall:
                 "is not audio/x-mulaw at 8000 Hz, mono"
             )
         self.sid = validate_sid(f"call-{start.call_sid}")
-        request = self._request.model_copy(
-            update={"encoding": AudioEncoding.MULAW, "sample_rate": 8_000, "frame_ms": 20}
-        )
+        update: dict[str, Any] = {
+            "encoding": AudioEncoding.MULAW,
+            "sample_rate": 8_000,
+            "frame_ms": 20,
+        }
+        if self.track is None and set(BOTH_TRACKS) <= set(start.tracks):
+            self._both = TrackInterleaver(BOTH_TRACKS)
+            labels = tuple(_label(start, track) for track in BOTH_TRACKS)
+            if labels[0] == labels[1]:
+                raise MediaStreamError(f"both tracks are labelled {labels[0]}: give two labels")
+            update |= {"channels": ChannelMode.SEPARATE, "channel_labels": labels}
+        request = self._request.model_copy(update=update)
         key = start.custom_parameters.get("key")
         return [OpenStream(self.sid, request, start.call_sid, start.stream_sid, key)]
 
     def _media(self, media: MediaData) -> list[Action]:
         if self.sid is None:
             raise MediaStreamError("media before start")
-        if media.track != self.track:
+        both = self._both
+        if both is None and media.track != (self.track or "inbound"):
             return []
+        if both is not None and media.track not in both.tracks:
+            raise MediaStreamError(f"media of track {media.track[:20]!r}: not inbound nor outbound")
         try:
             data = base64.b64decode(media.payload, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise MediaStreamError(f"a media payload that is not base64 ({exc})") from exc
-        self.chunks += 1
-        return [Audio(self.chunks - 1, data)]
+        if both is not None:
+            data = both.add(media.track, data, media.timestamp)
+        return self._audio(data)
+
+
+def _label(start: StartData, track: str) -> str:
+    """Track ``track``'s speaker label: its custom parameter, or the default."""
+    label = start.custom_parameters.get(f"{track}_label", TRACK_LABELS[track])
+    try:
+        return validate_speaker(label)
+    except ValueError as exc:
+        raise MediaStreamError(f"custom parameter {track}_label: {exc}") from exc
 
 
 def _reason(exc: Exception) -> str:

@@ -57,7 +57,9 @@ unless the caller declares another rate. G.711 in a WAV (format tags 7 and 6)
 has a header and decodes as any WAV.
 
 Down-mixing averages the channels; samples are clipped to [-1, 1] (lossy
-decoders overshoot a little).
+decoders overshoot a little). With ``separate`` each channel is kept as well, as
+its own track (:attr:`DecodedAudio.tracks`, resampled the same way): a call
+recorder's stereo, one party per channel.
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ class DecodedAudio:
     """FFmpeg decoder name, e.g. ``"pcm_s16le"``, ``"flac"``, ``"opus"``."""
     truncated: bool = False
     """True when the file was cut off or damaged and ``allow_truncated`` kept the prefix."""
+    tracks: tuple[Audio, ...] = ()
+    """Decoded with ``separate``: each channel's samples (as long as ``samples``),
+    in the file's channel order; empty otherwise."""
 
 
 def pcm16le_to_float32(data: bytes) -> Audio:
@@ -186,8 +191,10 @@ def decode(
     allow_truncated: bool = False,
     time_limit_s: float | None = None,
     raw: RawFormat | None = None,
+    separate: bool = False,
 ) -> DecodedAudio:
-    """Decode ``source`` to float32 mono samples at 16 kHz.
+    """Decode ``source`` to float32 mono samples at 16 kHz (and, with ``separate``,
+    each channel as its own track too).
 
     ``source`` is the file's bytes, a path, or a binary file object (a seekable
     one is read from its start). ``name`` names the input in error messages.
@@ -219,7 +226,7 @@ def decode(
                 f"{label} is empty (0 bytes)", hint="upload a file that contains audio"
             )
         raw = raw or raw_format(label)
-        return _decode_file(file, size, head, limits, allow_truncated, raw)
+        return _decode_file(file, size, head, limits, allow_truncated, raw, separate)
     finally:
         if owned:
             file.close()
@@ -269,6 +276,7 @@ def _decode_file(
     limits: _Limits,
     allow_truncated: bool,
     raw: RawFormat | None = None,
+    separate: bool = False,
 ) -> DecodedAudio:
     with _open_container(file, head, limits.label, raw) as container:
         if not container.streams.audio:
@@ -290,7 +298,8 @@ def _decode_file(
             )
         declared, present = declared_seconds(container, stream, head, size)
         _check_declared(declared, present, limits, allow_truncated)
-        samples, damaged = _decode_stream(container, stream, present, limits)
+        tracks = _Tracks(limits) if separate else None
+        samples, damaged = _decode_stream(container, stream, present, limits, tracks)
         codec = stream.codec_context
         rate, channels, codec_name = codec.sample_rate, codec.channels, codec.name
     duration = len(samples) / SAMPLE_RATE
@@ -316,6 +325,7 @@ def _decode_file(
         source_channels=channels,
         source_codec=codec_name,
         truncated=truncated,
+        tracks=() if tracks is None else tracks.finish(),
     )
 
 
@@ -363,13 +373,22 @@ def _decode_stream(
     stream: av.AudioStream,
     declared: float | None,
     limits: _Limits,
+    tracks: _Tracks | None = None,
 ) -> tuple[Audio, bool]:
-    """Decode, resample and down-mix; return (samples, whether data was damaged)."""
+    """Decode, resample and down-mix (keeping each channel in ``tracks``, if
+    given); return (samples, whether data was damaged)."""
     # Preallocate what the header declares, up to 10 minutes; grow by doubling after that.
     expected = int(min(declared or 60.0, 600.0) * SAMPLE_RATE) + SAMPLE_RATE
     out = _SampleBuffer(min(expected, limits.max_samples), limits)
     mixer = _MonoMixer(limits.label)
     damaged = False
+
+    def take(planes: list[Planes]) -> None:
+        for chunk in planes:
+            out.append(_mono(chunk))
+            if tracks is not None:
+                tracks.append(chunk)
+
     try:
         for packet in container.demux(stream):
             if time.monotonic() > limits.deadline:
@@ -378,20 +397,23 @@ def _decode_stream(
                     hint="convert the file to WAV, FLAC or MP3 and try again",
                 )
             for frame in packet.decode():
-                for chunk in mixer.push(frame):
-                    out.append(chunk)
+                take(mixer.push(frame))
     except (av.error.FFmpegError, ValueError):
         damaged = True  # stop at the first corrupt packet; what came before is kept
     try:
-        for chunk in mixer.flush():
-            out.append(chunk)
+        take(mixer.flush())
     except (av.error.FFmpegError, ValueError):
         damaged = True
     return out.finish(), damaged
 
 
+Planes = np.ndarray
+"""A resampled frame's samples: float32, (channels, samples)."""
+
+
 class _MonoMixer:
-    """Resample frames to 16 kHz float and average their channels.
+    """Resample frames to 16 kHz float planes (one per channel: :func:`_mono`
+    averages them).
 
     A new resampler is made whenever the input's format, layout or rate
     changes (chained Ogg, MP3 with a mid-stream rate switch): PyAV's resampler
@@ -403,9 +425,9 @@ class _MonoMixer:
         self._resampler: av.AudioResampler | None = None
         self._key: tuple[str, str, int] | None = None
 
-    def push(self, frame: av.AudioFrame) -> list[Audio]:
+    def push(self, frame: av.AudioFrame) -> list[Planes]:
         key = (frame.format.name, frame.layout.name, frame.sample_rate)
-        chunks: list[Audio] = []
+        chunks: list[Planes] = []
         if key != self._key:
             _check_params(frame.sample_rate, len(frame.layout.channels), self._label)
             chunks.extend(self.flush())
@@ -414,14 +436,14 @@ class _MonoMixer:
             )
             self._key = key
         assert self._resampler is not None
-        chunks.extend(_mono(f) for f in self._resampler.resample(frame))
+        chunks.extend(f.to_ndarray() for f in self._resampler.resample(frame))
         return chunks
 
-    def flush(self) -> list[Audio]:
+    def flush(self) -> list[Planes]:
         if self._resampler is None:
             return []
         resampler, self._resampler, self._key = self._resampler, None, None
-        return [_mono(f) for f in resampler.resample(None)]
+        return [f.to_ndarray() for f in resampler.resample(None)]
 
 
 def _check_params(rate: int, channels: int, label: str) -> None:
@@ -443,10 +465,32 @@ def _check_params(rate: int, channels: int, label: str) -> None:
         )
 
 
-def _mono(frame: av.AudioFrame) -> Audio:
-    planes = frame.to_ndarray()  # (channels, samples) for planar float
+def _mono(planes: Planes) -> Audio:
     mono = planes[0] if planes.shape[0] == 1 else planes.mean(axis=0, dtype=np.float32)
     return np.asarray(mono, dtype=np.float32)
+
+
+class _Tracks:
+    """Each channel's samples, as :class:`_SampleBuffer` keeps the mix; the
+    channel count is the first frame's (a file whose count changes is refused)."""
+
+    def __init__(self, limits: _Limits) -> None:
+        self._limits = limits
+        self._buffers: list[_SampleBuffer] = []
+
+    def append(self, planes: Planes) -> None:
+        if not self._buffers:
+            self._buffers = [_SampleBuffer(SAMPLE_RATE, self._limits) for _ in planes]
+        if len(planes) != len(self._buffers):
+            raise UnsupportedAudioError(
+                f"{self._limits.label} changes its number of channels midway",
+                hint="upload it with channels mixed, or export it with a fixed channel layout",
+            )
+        for buffer, plane in zip(self._buffers, planes, strict=True):
+            buffer.append(np.asarray(plane, dtype=np.float32))
+
+    def finish(self) -> tuple[Audio, ...]:
+        return tuple(buffer.finish() for buffer in self._buffers)
 
 
 class _SampleBuffer:

@@ -13,6 +13,7 @@ from voxwire.cli import (
     search,
     sessions,
     stream,
+    tenants,
     transcribe,
     up,
 )
@@ -32,6 +33,8 @@ app.command("retranscribe")(retranscribe.retranscribe)
 app.command("contract")(contract_cmd.contract)
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")
+app.add_typer(tenants.app, name="tenants")
+app.command("usage")(tenants.usage)
 app.add_typer(search.app, name="search")
 app.add_typer(sessions.app, name="sessions")
 app.command("gateway")(roles.gateway)

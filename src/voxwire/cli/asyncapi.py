@@ -22,6 +22,8 @@ from voxwire_client.messages import (
     TranscriptMessage,
 )
 from voxwire_client.topics import TopicKind
+from voxwire_client.usage import UsageReport
+from voxwire_client.webhooks import WebhookEvent
 
 MESSAGES: dict[str, type[BaseModel]] = {
     "ProgressMessage": ProgressMessage,
@@ -48,6 +50,8 @@ HTTP_BODIES: dict[str, type[BaseModel]] = {
     "UploadStatus": api.UploadStatus,
     "FinishUpload": api.FinishUpload,
     "DeleteSession": api.DeleteSession,
+    "UsageReport": UsageReport,
+    "WebhookEvent": WebhookEvent,
 }
 
 _TOPIC_MESSAGES = {
@@ -70,7 +74,8 @@ _AUDIO_CHANNELS: dict[str, Any] = {
         "address": "audio/{sid}/chunk/{n}",
         "description": "Live audio in the stream's encoding and sample_rate: by default "
         "PCM16LE, 16 kHz, mono, raw bytes (e.g. 100 ms = 3200 bytes); mulaw/alaw: G.711 "
-        "bytes (8 kHz: 20 ms = 160 bytes); opus: one packet. Well under 1 MB. n counts "
+        "bytes (8 kHz: 20 ms = 160 bytes); opus: one packet; with channels separate, "
+        "interleaved frames of the channels (pcm16, mulaw, alaw). Well under 1 MB. n counts "
         "chunks from 0 without gaps; a repeated n (QoS 1 redelivery) is ignored, a gap or "
         "odd byte count is answered with an error message on transcription/{sid}/progress. "
         "Start the session first with POST /v1/streams (language, prompts, encoding, "
@@ -83,7 +88,9 @@ _AUDIO_CHANNELS: dict[str, Any] = {
     "audioControl": {
         "address": "audio/{sid}/control",
         "description": 'End of the stream: {"type": "end"}. The last final, the transcript '
-        'and a completed progress message follow. Or {"type": "prompts", "add": [...], '
+        'and a completed progress message follow. Or {"type": "flush"}: close the open '
+        "utterance now; its final (flushed: true) follows and the stream goes on. Or "
+        '{"type": "prompts", "add": [...], '
         '"remove": [...]} (PromptChange): change the standing prompts from the next final on; '
         "a change that cannot be applied is answered with an error message.",
         "parameters": _SID,
@@ -183,7 +190,7 @@ _AUDIO_MESSAGES: dict[str, Any] = (
                 "oneOf": [
                     {
                         "type": "object",
-                        "properties": {"type": {"const": "end"}},
+                        "properties": {"type": {"enum": ["end", "flush"]}},
                         "required": ["type"],
                     },
                     {"$ref": "schemas/PromptChange.schema.json"},

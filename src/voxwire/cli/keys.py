@@ -1,4 +1,6 @@
-"""``voxwire keys``: create, list and revoke API keys (stored hashed).
+"""``voxwire keys``: create, list and revoke API keys (stored hashed), and show
+or rotate a key's webhook signing secret (``webhook-secret``: stored as it is,
+since it signs; :mod:`voxwire.sessions.webhooks`).
 
 A key acts for its whole tenant, unless it is a device key (``--device NAME``):
 that one may only open sessions (live streams, uploads), send their audio and
@@ -145,6 +147,10 @@ def create(
         console.print(new.plaintext, soft_wrap=True)
         console.print(f"[dim]in {installation_name(settings)}; store it now: voxwire keeps only "
                       "its hash[/]")  # fmt: skip
+        store = await platform.adapters.store()
+        secret = await store.webhook_secret(new.key_id)
+        console.print("its webhook signing secret (`voxwire keys webhook-secret` shows it again):")
+        console.print(secret, soft_wrap=True)
         if authority is not None and cert_out is not None:
             issued = issue(authority, new.key_id, now=dt.datetime.now(dt.UTC), days=cert_days)
             cert_path, key_path = write(issued, cert_out)
@@ -205,6 +211,36 @@ def list_keys(distributed: DistributedOption = False) -> None:
         console.print(table)
 
     _with_platform(settings, go)
+
+
+@app.command("webhook-secret")
+def webhook_secret(
+    key_id: Annotated[str, typer.Argument(help="the key id shown by `voxwire keys list`")],
+    rotate: Annotated[
+        bool,
+        typer.Option(
+            help="replace it with a new one: deliveries are signed with the new one from now on"
+        ),
+    ] = False,
+    distributed: DistributedOption = False,
+) -> None:
+    """Print the secret that signs the webhooks of uploads made with key KEY_ID
+    (docs/webhooks.md); --rotate replaces it first."""
+    settings = _settings(distributed)
+
+    async def go(platform: Platform) -> str | None:
+        store = await platform.adapters.store()
+        if await store.active_key(key_id) is None:
+            return None
+        return await store.webhook_secret(key_id, rotate=rotate)
+
+    secret = _with_platform(settings, go)
+    if secret is None:
+        fail(
+            f"no active key with id {key_id} in {installation_name(settings)}",
+            hint="see `voxwire keys list" + (" --distributed`" if distributed else "`"),
+        )
+    console.print(secret, soft_wrap=True)
 
 
 @app.command()

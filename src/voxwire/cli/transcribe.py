@@ -63,6 +63,14 @@ def transcribe(
     diarize: Annotated[
         bool, typer.Option("--diarize", help="label every segment with its speaker")
     ] = False,
+    channels: Annotated[
+        str,
+        typer.Option(help="mixed: channels averaged; separate: each channel its own speaker"),
+    ] = "mixed",
+    channel_labels: Annotated[
+        str | None,
+        typer.Option(help="with --channels separate: a label per channel, e.g. agent,customer"),
+    ] = None,
     url: Annotated[str | None, typer.Option(help="gateway URL [env VOXWIRE_URL]")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key [env VOXWIRE_API_KEY]")] = None,
     mqtt_url: Annotated[str | None, typer.Option(help="broker URL [env VOXWIRE_MQTT_URL]")] = None,
@@ -89,6 +97,8 @@ def transcribe(
             diarize=diarize,
             vocabulary=vocabulary or (),
             task=task_of(translate),
+            channels=channels,
+            channel_labels=None if channel_labels is None else channel_labels.split(","),
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -13,14 +13,17 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
                  loop_stall_s,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
-                 stream_engines, max_streams, batch_finals, word_timestamps, device,
-                 compute_type, worker_kind
+                 stream_engines, max_streams, file_order, file_nice, batch_finals,
+                 word_timestamps, device, compute_type, worker_kind
     .live        stream_context_chars, stream_lead_s, live_window_s
     .pools       models, routes, serve (voxwire.wire.pools)
     .limits      max_upload_mb, max_audio_s, message_expiry_s,
                  ingest_session_expiry_s, rate_limit_per_s, rate_limit_burst,
-                 retention_days, sweep_interval_s, audio_log_retention_h
-    .security    token_secret, hook_secret, redact, redact_tenants, redact_names
+                 retention_days, sweep_interval_s, audio_log_retention_h,
+                 webhook_ttl_h, webhook_timeout_s, webhook_retry_s, webhook_retry_max_s,
+                 webhook_interval_s
+    .security    token_secret, hook_secret, redact, redact_tenants, redact_names,
+                 webhook_allow (voxwire.core.webhook_settings)
     .servers     the distributed mode's: mqtt_url, mqtt_ca_file, ws_url,
                  mqtt_username, mqtt_password, kafka_bootstrap, postgres_dsn,
                  redis_url, opensearch_url, emqx_api_url, ingest_client_id
@@ -66,6 +69,7 @@ from pydantic import (
 
 from voxwire.core.engine_settings import EngineSettings, LiveSettings, PoolSettings
 from voxwire.core.errors import ConfigError
+from voxwire.core.webhook_settings import ALLOW_DESCRIPTION, WebhookAllow
 from voxwire_client.api import RedactMode
 
 BusName = Literal["memory", "kafka"]
@@ -179,6 +183,21 @@ class LimitSettings(BaseModel):
         description="how long Kafka keeps streamed audio (transcription.audio) and queries "
         "(prompt.queries), in hours: deleting a session cannot take its audio out of the log",
     )
+    webhook_ttl_h: float = Field(
+        default=24.0, gt=0, description="a webhook not acknowledged within this many hours expires"
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, le=120, description="how long one webhook attempt may take"
+    )
+    webhook_retry_s: float = Field(
+        default=10.0, gt=0, description="the wait after a webhook's first failed attempt (doubled)"
+    )
+    webhook_retry_max_s: float = Field(
+        default=3600.0, gt=0, description="the longest wait between two webhook attempts"
+    )
+    webhook_interval_s: float = Field(
+        default=2.0, gt=0, description="how often each gateway looks for webhooks due"
+    )
 
 
 _STRENGTH = {RedactMode.OFF: 0, RedactMode.MASK: 1, RedactMode.ENTITY: 1, RedactMode.NUMBERS: 2}
@@ -213,6 +232,7 @@ class SecuritySettings(BaseModel):
         description="redaction finds people's names too (PERSON, a spaCy NER model loaded "
         "once per worker: about 2 s and 30 MB)",
     )
+    webhook_allow: WebhookAllow = Field(default=(), description=ALLOW_DESCRIPTION)
 
     @field_validator("redact_tenants", mode="before")
     @classmethod

@@ -8,7 +8,8 @@ unless the drawing names another one::
     VoxwireError
     ├── ConfigError              bad or missing configuration
     ├── ModelError               a model file is missing, corrupt or cannot load
-    │   └── ModelConversionError the CTranslate2 -> ggml conversion failed
+    │   ├── ModelConversionError the CTranslate2 -> ggml conversion failed
+    │   └── HubUnavailableError  the Hub cannot serve a model now (voxwire.models.hub)
     ├── AudioError               the audio cannot be used (reaches the client)
     │   ├── EmptyAudioError
     │   ├── UnsupportedAudioError  not audio, or a format we cannot decode
@@ -25,7 +26,9 @@ unless the drawing names another one::
     │   └── TokenError           a foreign, tampered or expired token (voxwire.access.tokens)
     ├── ForbiddenError           valid credentials that may not do this (a device key)
     ├── RateLimitedError         too many requests from one caller (voxwire.core.ratelimit)
+    ├── QuotaExceededError       a session over a tenant's quota (voxwire.access.quotas)
     ├── InvalidRequestError      a request that is malformed or breaks a limit
+    │   └── CallbackRefusedError an address not allowed (voxwire.sessions.webhook_addresses)
     ├── PayloadTooLargeError     an upload over the size limit
     ├── NotFoundError            a session, key or model that does not exist
     ├── ConflictError            a request the session's state does not allow now

@@ -63,6 +63,10 @@ WINDOWS_REDONE = Counter(
     "voxwire_engine_windows_redone",
     "Short clips decoded again on Whisper's whole 30 s window: the short window looped",
 )
+FILE_LOOPS_REDECODED = Counter(
+    "voxwire_file_loops_redecoded",
+    "File windows whose decode looped, decoded again with temperature fallback",
+)
 
 # -- requests and errors (gateway; errors also from workers) -----------------------------
 
@@ -91,6 +95,11 @@ JOBS = Counter(
     ["outcome"],
 )
 JOBS_IN_FLIGHT = Gauge("voxwire_jobs_in_flight", "File jobs a worker is transcribing now")
+JOBS_WAITING = Gauge(
+    "voxwire_jobs_waiting",
+    "File jobs read ahead by the workers and waiting for an engine, by tenant",
+    ["tenant"],
+)
 _WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 JOB_QUEUE_WAIT = Histogram(
     "voxwire_job_queue_wait_seconds",
@@ -157,4 +166,27 @@ SESSIONS_DELETED = Counter(
     "Sessions whose deletion finished, by reason (request: its owner asked; retention: older "
     "than retention_days)",
     ["reason"],
+)
+
+USAGE_AUDIO_SECONDS = Counter(
+    "voxwire_usage_audio_seconds",
+    "Audio seconds transcribed, by tenant id and kind (file, live, retranscription): counted "
+    "when the store records the usage row, once per session version",
+    ["tenant", "kind"],
+)
+QUOTA_REFUSALS = Counter(
+    "voxwire_quota_refusals", "Sessions refused because a quota was used up, by quota", ["quota"]
+)
+
+WEBHOOK_DELIVERIES = Counter(
+    "voxwire_webhook_deliveries",
+    "Webhook delivery attempts by outcome: delivered (a 2xx), retried (failed, tried again "
+    "later), expired (not acknowledged within webhook_ttl_h), refused (the host resolves to an "
+    "address not allowed)",
+    ["outcome"],
+)
+WEBHOOKS_PENDING = Gauge(
+    "voxwire_webhooks_pending",
+    "Webhook deliveries waiting for their session to finish or for their next attempt (the "
+    "store's count, as the gateway last read it)",
 )

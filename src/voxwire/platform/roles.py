@@ -29,6 +29,7 @@ import socket
 import time
 from collections.abc import Generator, Iterable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -44,11 +45,13 @@ from voxwire.core.errors import ConfigError, ModelError, MqttError
 from voxwire.core.readiness import Flag
 from voxwire.gateway.app import GatewayContext, create_app
 from voxwire.gateway.sweeper import Sweeper
+from voxwire.gateway.webhook_sender import WebhookSender
 from voxwire.models import opus
 from voxwire.platform.adapters import Adapters
 from voxwire.platform.brokers import eraser_publisher, ingest, publisher
 from voxwire.sessions.deletion import SessionEraser
 from voxwire.sessions.parts import PartUploads
+from voxwire.sessions.quotas import QuotaGuard
 from voxwire.sessions.streams import StreamService
 from voxwire.sessions.uploads import UploadService
 from voxwire.text.redaction import find_names
@@ -56,6 +59,7 @@ from voxwire.wire.pools import Lane, Pool
 from voxwire.workers.engine import Engine, EngineOptions
 from voxwire.workers.engines import create_engine
 from voxwire.workers.files.worker import FileWorker
+from voxwire.workers.priority import created_at_nice
 from voxwire.workers.stream.archive import LiveArchiver
 from voxwire.workers.stream.config import LiveTuning
 from voxwire.workers.stream.worker import StreamWorker
@@ -159,10 +163,12 @@ def load_engines(settings: Settings, model: str | Path) -> tuple[list[Engine], l
     live = stream_engines(settings) if kind != "files" else []
     count = len(live)
     plan = live + (file_engines(settings) if kind != "streams" else [])
+    nice = settings.engine.file_nice
     engines: list[Engine] = []
     try:
-        for each in plan:
-            engines.append(create_engine(settings.engine.name, model, threads=each, **on))
+        for n, each in enumerate(plan):  # the file engines' threads run at a lower priority
+            make = partial(create_engine, settings.engine.name, model, threads=each, **on)
+            engines.append(make() if n < count else created_at_nice(make, nice))
     except BaseException:
         for engine in engines:
             engine.close()
@@ -258,6 +264,8 @@ async def start_worker(
                 pool=pool,
                 drain_s=settings.listen.drain_s,
                 busy=lambda: any(each.streams for each in streams),
+                fair=settings.engine.file_order == "fair",
+                nice=settings.engine.file_nice,
             )
             tasks.append(asyncio.create_task(file_worker.run(), name=f"worker {model}"))
     return tasks, device
@@ -303,9 +311,11 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     indexer = SegmentIndexer(bus, store, index)
     access = await adapters.access()
     pools = await adapters.pools()
-    streams = StreamService(store, bus, access, settings, pools)
+    quotas = QuotaGuard(store)
+    streams = StreamService(store, bus, access, settings, pools, quotas)
     blobs = adapters.blobs()
-    parts = PartUploads(blobs, UploadService(settings, store, bus, blobs, access, pools), store)
+    uploads = UploadService(settings, store, bus, blobs, access, pools, quotas)
+    parts = PartUploads(blobs, uploads, store)
     eraser = SessionEraser(
         store,
         blobs,
@@ -402,6 +412,8 @@ async def start_gateway(
     limits = adapters.settings.limits
     sweeper = Sweeper(store, app.state.gateway.eraser, limits.retention_days)
     tasks.append(asyncio.create_task(sweeper.run(limits.sweep_interval_s), name="sweeper"))
+    webhooks = WebhookSender(store, adapters.settings)
+    tasks.append(asyncio.create_task(webhooks.run(), name="webhooks"))
     while not server.started:
         if serving.done():
             serving.result()

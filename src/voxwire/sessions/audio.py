@@ -15,6 +15,10 @@ A session's audio blobs (:mod:`voxwire.blobs`):
                        stream's PCM (``unredacted.pcm``)
 ``redaction.json``     :class:`AudioRedaction`: the spans silenced (the marker that
                        ``audio.pcm`` is redacted)
+``track<n>.pcm``       an upload with separate channels: channel n (1, 2...) alone, 16
+                       kHz mono PCM16LE (``audio.pcm`` is their mix); in a redacted
+                       session ``incoming.track<n>.pcm``, kept only until its
+                       transcript is done
 =====================  ==================================================================
 
 The spans are the times of the redacted words of the final transcript
@@ -51,6 +55,14 @@ UNREDACTED = "unredacted."
 ORIGINAL = "original."
 """The name's start of an upload as it came (sessions without redaction)."""
 REDACTION_BLOB = "redaction.json"
+TRACK = "track"
+"""The name's start of a channel's own audio (``track1.pcm``, ``track2.pcm``...)."""
+
+
+def track_blob(channel: int, *, incoming: bool = False) -> str:
+    """The blob name of channel ``channel``'s audio (1, 2...): ``incoming.`` before
+    it in a redacted session, until its transcript is done."""
+    return f"{'incoming.' if incoming else ''}{TRACK}{channel}.pcm"
 
 
 def pcm_to_wav(pcm: bytes) -> bytes:

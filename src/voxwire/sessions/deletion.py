@@ -10,7 +10,7 @@
    blobs (audio, parts, archive: local or S3), its search documents, its live
    checkpoint (Redis), the retained messages on ``transcription/<sid>/+``
    (empty retained payloads) and its rows in the store (message log, segments,
-   matches, every transcript version) are removed;
+   matches, every transcript version, webhook deliveries) are removed;
 3. the end: the store records the deletion as finished (``purged_at``).
 
 A crash (or a step that fails) between 1 and 3 leaves the session tombstoned
@@ -157,6 +157,7 @@ class SessionEraser:
         if self._retained is not None:
             for kind in RESULT_KINDS:
                 await self._retained.publish_async(session_topic(sid, kind), b"", retain=True)
+        await self._store.drop_deliveries(sid)  # its webhooks: nothing is sent for it any more
         await self._store.purge_session(sid)
 
     async def finish(self, sid: str, actor: Actor, reason: str) -> None:

@@ -9,6 +9,7 @@ from voxwire.access.control import AccessControl
 from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
 from voxwire.store import SessionRecord, Store, Tenant
+from voxwire.store.base import SessionKind
 from voxwire.wire.topics import RESULTS_TOPIC
 from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import Message, SessionStatus, encode_message
@@ -25,6 +26,7 @@ async def open_session(
     sid: str | None = None,
     key: KeyGrant | None = None,
     redact: RedactMode | None = None,
+    kind: SessionKind = "file",
 ) -> str:
     """Create a queued session of ``tenant`` (``sid``: its id, else a new one),
     opened with ``key`` (recorded), and let the tenant reach its topics (and a
@@ -39,6 +41,7 @@ async def open_session(
             filename=filename,
             prompts=prompts,
             key_id=key.key_id if key else None,
+            kind=kind,
         ),
         redact,
     )

@@ -13,7 +13,7 @@ from voxwire.core.errors import InvalidRequestError
 from voxwire.sessions.languages import choose
 from voxwire.text.standing_prompts import MAX_PROMPTS, StandingPrompts, check_speakers, prompt_of
 from voxwire.wire.records import ResolvedOptions
-from voxwire_client.options import PromptSpec, SessionOptions
+from voxwire_client.options import ChannelMode, PromptSpec, SessionOptions
 
 
 def resolve(settings: Settings, tenant_name: str, options: SessionOptions) -> ResolvedOptions:
@@ -21,7 +21,8 @@ def resolve(settings: Settings, tenant_name: str, options: SessionOptions) -> Re
     the redaction the tenant's policy gives; InvalidRequestError for prompts a
     session cannot listen for, or a model, task or language it cannot have."""
     check_prompts(options.prompts)
-    check_prompt_speakers(options.prompts, diarized=options.diarize is not None)
+    labelled = options.diarize is not None or options.channels is ChannelMode.SEPARATE
+    check_prompt_speakers(options.prompts, diarized=labelled)
     choice = choose(settings, model=options.model, task=options.task, language=options.language)
     decided = {
         "language": choice.language,
@@ -53,5 +54,6 @@ def check_prompt_speakers(specs: Sequence[PromptSpec], *, diarized: bool) -> Non
         check_speakers(specs, diarized=diarized)
     except ValueError as exc:
         raise InvalidRequestError(
-            f"invalid prompts: {exc}", hint="ask for diarization too, or drop the prompt's speaker"
+            f"invalid prompts: {exc}",
+            hint="ask for diarization or separate channels too, or drop the prompt's speaker",
         ) from None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 
+from voxwire.access.quotas import Ask
 from voxwire.blobs import BlobStore
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
@@ -33,6 +34,7 @@ from voxwire.core.errors import ConflictError, NotFoundError
 from voxwire.sessions.audio import AUDIO_BLOB, read_redaction
 from voxwire.sessions.options import resolve
 from voxwire.sessions.pools import PoolCheck
+from voxwire.sessions.quotas import QuotaGuard
 from voxwire.store import SessionRecord, Store
 from voxwire.wire.pools import Lane
 from voxwire.wire.records import FileJob
@@ -51,13 +53,16 @@ class RetranscribeService:
         bus: Bus,
         blobs: BlobStore,
         pools: PoolCheck | None = None,
+        quotas: QuotaGuard | None = None,
     ) -> None:
-        """``pools``: asks whether a worker runs the model (None: not asked)."""
+        """``pools``: asks whether a worker runs the model (None: not asked);
+        ``quotas``: the tenants' quotas (None: a guard of its own on ``store``)."""
         self._settings = settings
         self._store = store
         self._bus = bus
         self._blobs = blobs
         self._pools = pools
+        self._quotas = quotas or QuotaGuard(store)
 
     async def start(
         self, session: SessionRecord, tenant_name: str, request: RetranscribeRequest
@@ -76,7 +81,9 @@ class RetranscribeService:
                 "streams once they have ended",
                 sid=sid,
             )
-        opened = await self._store.reopen_session(sid)
+        ask = Ask("retranscription")
+        async with self._quotas.admit(session.tenant_id, session.key_id, ask):
+            opened = await self._store.reopen_session(sid)
         if opened is None:
             raise ConflictError(
                 f"the session is {session.status.value}: it can be transcribed again "

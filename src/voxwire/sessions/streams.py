@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from voxwire.access.control import AccessControl
 from voxwire.access.keys import KeyGrant
+from voxwire.access.quotas import Ask
 from voxwire.bus import Bus
 from voxwire.core.config import Settings
 from voxwire.core.errors import ConflictError
 from voxwire.sessions.opening import announce, open_session, stored
 from voxwire.sessions.options import check_prompts, resolve
 from voxwire.sessions.pools import PoolCheck
+from voxwire.sessions.quotas import QuotaGuard
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.wire.pools import Lane
 from voxwire.wire.records import GATEWAY_SEQ, PromptUpdate, StreamStart
@@ -27,13 +29,16 @@ class StreamService:
         access: AccessControl,
         settings: Settings,
         pools: PoolCheck | None = None,
+        quotas: QuotaGuard | None = None,
     ) -> None:
-        """``pools``: asks whether a worker runs the stream's model (None: not asked)."""
+        """``pools``: asks whether a worker runs the stream's model (None: not asked);
+        ``quotas``: the tenants' quotas (None: a guard of its own on ``store``)."""
         self._store = store
         self._bus = bus
         self._access = access
         self._settings = settings
         self._pools = pools
+        self._quotas = quotas or QuotaGuard(store)
 
     async def start(
         self,
@@ -62,15 +67,17 @@ class StreamService:
         if self._pools is not None:
             await self._pools.require(options.model, Lane.STREAMS)
         request = request.model_copy(update=dict(options))
-        sid = await open_session(
-            self._store,
-            self._access,
-            tenant,
-            prompts=request.prompts,
-            sid=sid,
-            key=key,
-            redact=options.redact,
-        )
+        async with self._quotas.admit(tenant.id, key.key_id if key else None, Ask("live")):
+            sid = await open_session(
+                self._store,
+                self._access,
+                tenant,
+                prompts=request.prompts,
+                sid=sid,
+                key=key,
+                redact=options.redact,
+                kind="live",
+            )
         start = StreamStart(sid=sid, tenant_id=tenant.id, request=request)
         await self._bus.produce(AUDIO_TOPIC, sid, start.encode())
         queued = ProgressMessage(sid=sid, seq=GATEWAY_SEQ, status=SessionStatus.QUEUED, percent=0)

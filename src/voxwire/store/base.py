@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol
+from datetime import date, datetime
+from typing import Literal, Protocol
 
 from voxwire.access.keys import KeyGrant, KeyRole, NewKey
 from voxwire.access.owners import SessionOwner
+from voxwire.access.quotas import QuotaName, Use
+from voxwire.store.webhooks import WebhookStore
 from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     MatchData,
@@ -56,10 +58,40 @@ class SessionRecord:
     keys were recorded); a device key reaches only the sessions it opened."""
     version: int = 1
     """The latest transcript version asked for (2 and up: re-transcriptions)."""
+    kind: SessionKind = "file"
+    """An uploaded file or a live stream (sessions stored before the kind was:
+    a live stream when it has no file name)."""
 
     @property
     def owner(self) -> SessionOwner:
         return SessionOwner(self.tenant_id, self.key_id)
+
+
+SessionKind = Literal["file", "live"]
+UsageKind = Literal["file", "live", "retranscription"]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaSetting:
+    """One quota set for a tenant, or for one of its keys (``key_id``)."""
+
+    tenant_id: str
+    key_id: str | None
+    name: QuotaName
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """Audio transcribed on one UTC day, by tenant, key, model and kind, summed."""
+
+    day: date
+    tenant_id: str
+    key_id: str | None
+    model: str
+    kind: UsageKind
+    audio_seconds: float
+    sessions: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +123,9 @@ def by_version(transcripts: Iterable[TranscriptMessage]) -> list[TranscriptMessa
     return [latest[v] for v in sorted(latest)]
 
 
-class Store(Protocol):
+class Store(WebhookStore, Protocol):
+    """The store; its webhook deliveries and secrets: :class:`WebhookStore`."""
+
     # tenants and keys
     async def create_tenant(self, name: str) -> Tenant: ...
     async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
@@ -156,6 +190,34 @@ class Store(Protocol):
     async def transcript_versions(self, sid: str) -> list[TranscriptMessage]:
         """The ``transcript`` message of each version published, by version (the
         last one of a version, should it have been published twice)."""
+        ...
+
+    # quotas and usage (voxwire.access.quotas); usage rows are written with the
+    # transcript they count, once per (sid, version)
+    async def list_tenants(self) -> list[Tenant]: ...
+    async def set_quota(
+        self, tenant_id: str, key_id: str | None, name: QuotaName, value: int
+    ) -> None:
+        """Set one quota of the tenant (``key_id``: of that key only)."""
+        ...
+
+    async def clear_quotas(
+        self, tenant_id: str, key_id: str | None, names: Collection[QuotaName] = ()
+    ) -> int:
+        """Remove quotas of the tenant or key (``names``: those only, else all); how many."""
+        ...
+
+    async def quotas(self, tenant_id: str) -> list[QuotaSetting]:
+        """The quotas set for the tenant and each of its keys."""
+        ...
+
+    async def quota_use(self, tenant_id: str, key_id: str | None, today: date) -> Use:
+        """What the tenant (``key_id``: that key) uses now: sessions under way and the
+        audio seconds of ``today`` and its month."""
+        ...
+
+    async def usage(self, tenant_id: str | None, since: date, until: date) -> list[UsageRow]:
+        """Usage from ``since`` to ``until`` (days, both included), of one tenant or all."""
         ...
 
     # deletion: a tombstone first, then the session's data, then the deletion finished

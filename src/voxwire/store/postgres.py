@@ -49,7 +49,10 @@ from voxwire.store.base import (
     by_version,
 )
 from voxwire.store.postgres_migrations import migrate
+from voxwire.store.postgres_usage import PostgresQuotas
+from voxwire.store.postgres_webhooks import PostgresWebhooks
 from voxwire.store.postgres_writes import Conn, record, record_new
+from voxwire.store.usage import Metered, count_metered
 from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     MESSAGE_ADAPTER,
@@ -75,7 +78,7 @@ _LOST_TO_ANOTHER_WRITER = (
 # -- the store ----------------------------------------------------------------
 
 
-class PostgresStore:
+class PostgresStore(PostgresQuotas, PostgresWebhooks):
     """The :class:`~voxwire.store.base.Store` on PostgreSQL; open with :meth:`open`."""
 
     def __init__(self, pool: AsyncConnectionPool[Conn], schema: str | None = None) -> None:
@@ -269,7 +272,8 @@ class PostgresStore:
     ) -> None:
         await self._run(
             "INSERT INTO sessions (sid, tenant_id, status, created_at, filename, duration_ms, "
-            "prompts, key_id, redact) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)",
+            "prompts, key_id, redact, kind) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)",
             (
                 session.sid,
                 session.tenant_id,
@@ -280,6 +284,7 @@ class PostgresStore:
                 _PROMPTS.dump_json(session.prompts).decode(),
                 session.key_id,
                 redact.value if redact else None,
+                session.kind,
             ),
         )
 
@@ -338,12 +343,18 @@ class PostgresStore:
             return 0
         for attempt in range(1, _RETRIES + 1):
             try:
+                metered: list[Metered] = []
                 async with self._connection() as conn:
                     with contextlib.suppress(psycopg.errors.UniqueViolation):
                         async with conn.pipeline(), conn.transaction():
-                            return await record_new(conn, batch)
+                            new = await record_new(conn, batch, metered)
+                        count_metered(metered)
+                        return new
+                    metered.clear()
                     async with conn.pipeline(), conn.transaction():
-                        return await record(conn, batch)
+                        new = await record(conn, batch, metered)
+                    count_metered(metered)
+                    return new
             except StoreError as exc:
                 lost = isinstance(exc.__cause__, _LOST_TO_ANOTHER_WRITER)
                 if not lost or attempt == _RETRIES:
@@ -493,6 +504,7 @@ def _session(row: DictRow) -> SessionRecord:
         error_message=row["error_message"],
         key_id=row["key_id"],
         version=row["version"],
+        kind=row["kind"] or ("file" if row["filename"] else "live"),
     )
 
 

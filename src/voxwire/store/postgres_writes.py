@@ -17,6 +17,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 from pydantic import TypeAdapter
 
+from voxwire.store.postgres_usage import INSERT_USAGE
+from voxwire.store.usage import Metered, usage_values
 from voxwire_client.messages import (
     ErrorMessage,
     MatchMessage,
@@ -82,32 +84,46 @@ def _message_rows(batch: list[Message]) -> tuple[list[Any], ...]:
     )
 
 
-async def record_new(conn: Conn, batch: list[Message]) -> int:
+async def record_new(conn: Conn, batch: list[Message], metered: list[Metered]) -> int:
     """Insert and apply ``batch``, all of it new (inside a transaction, pipelined:
-    nothing waits for an answer; a message stored before fails the transaction)."""
+    nothing waits for an answer; a message stored before fails the transaction).
+    The usage rows inserted are added to ``metered``."""
     await conn.execute(_INSERT_NEW_MESSAGES, _message_rows(batch))
-    await _apply(conn, batch)
+    metered += await _apply(conn, batch)
     return len(batch)
 
 
-async def record(conn: Conn, batch: list[Message]) -> int:
+async def record(conn: Conn, batch: list[Message], metered: list[Metered]) -> int:
     """Insert the log rows of ``batch`` and apply the new ones (inside a transaction)."""
     cur = await conn.execute(_INSERT_MESSAGES, _message_rows(batch))
     inserted = {(r["sid"], r["seq"]) for r in await cur.fetchall()}
     if not inserted:
         return 0
-    await _apply(conn, [m for m in batch if (m.sid, m.seq) in inserted])
+    metered += await _apply(conn, [m for m in batch if (m.sid, m.seq) in inserted])
     return len(inserted)
 
 
-async def _apply(conn: Conn, messages: list[Message]) -> None:
+async def _apply(conn: Conn, messages: list[Message]) -> list[Metered]:
     """The effects of ``messages``, folded into one statement per table (pipelined:
-    sent with the COMMIT, in one round trip)."""
+    sent with the COMMIT, in one round trip; a batch with transcripts waits for
+    the usage rows it inserted, one round trip more)."""
     fold = BatchFold()
     for message in messages:
         fold.add(message)
     for statement, args in fold.statements():
         await conn.execute(statement, args)
+    if not fold.usage:
+        return []
+    keys = sorted(fold.usage)
+    cur = await conn.execute(
+        INSERT_USAGE,
+        (
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+            *([fold.usage[k][i] for k in keys] for i in range(3)),
+        ),
+    )
+    return [Metered(r["tenant_id"], r["kind"], r["audio_ms"]) for r in await cur.fetchall()]
 
 
 @dataclass(slots=True)
@@ -141,6 +157,7 @@ class BatchFold:
         self.matches: dict[tuple[str, int], str] = {}
         self.transcripts: dict[str, tuple[str, str]] = {}
         self.replaced: set[str] = set()  # sessions whose segments a new version replaces
+        self.usage: dict[tuple[str, int], tuple[str, str, int]] = {}  # (model, day, audio_ms)
 
     def add(self, message: Message) -> None:
         sid = message.sid
@@ -164,6 +181,8 @@ class BatchFold:
         elif isinstance(message, TranscriptMessage):
             segments = _SEGMENT_TUPLE.dump_json(message.segments).decode()
             self.transcripts[sid] = (segments, message.text)
+            version, model, day, audio_ms = usage_values(message)
+            self.usage.setdefault((sid, version), (model, day, audio_ms))
             if message.version > 1:  # a re-transcription: its segments become the current ones
                 self.replaced.add(sid)
                 for key in [k for k in self.segments if k[0] == sid]:

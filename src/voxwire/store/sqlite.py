@@ -34,6 +34,10 @@ from voxwire.store.base import (
     Tenant,
     by_version,
 )
+from voxwire.store.sqlite_usage import SCHEMA as USAGE_SCHEMA
+from voxwire.store.sqlite_usage import SqliteQuotas, meter
+from voxwire.store.sqlite_webhooks import WEBHOOK_SCHEMA, SqliteWebhooks
+from voxwire.store.usage import Metered, count_metered
 from voxwire_client.api import PromptSpec, RedactMode
 from voxwire_client.messages import (
     MESSAGE_ADAPTER,
@@ -85,6 +89,7 @@ ADDED_COLUMNS = (
     ("sessions", "deleted_at", "TEXT"),
     ("sessions", "deleted_reason", "TEXT"),
     ("sessions", "purged_at", "TEXT"),
+    ("sessions", "kind", "TEXT"),
 )
 """Columns added after the first schema: (table, column, definition)."""
 
@@ -97,7 +102,7 @@ def _time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-class SqliteStore:
+class SqliteStore(SqliteQuotas, SqliteWebhooks):
     def __init__(self, path: Path | str) -> None:
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +119,8 @@ class SqliteStore:
                 have = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
                 if column not in have:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+            self._db.executescript(USAGE_SCHEMA)
+            self._db.executescript(WEBHOOK_SCHEMA)
         self._lookups = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-access")
 
     def _one(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Row | None:
@@ -238,7 +245,7 @@ class SqliteStore:
     ) -> None:
         self._run(
             "INSERT INTO sessions (sid, tenant_id, status, created_at, filename, duration_ms, "
-            "prompts, key_id, redact) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "prompts, key_id, redact, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session.sid,
                 session.tenant_id,
@@ -249,6 +256,7 @@ class SqliteStore:
                 _PROMPTS.dump_json(session.prompts).decode(),
                 session.key_id,
                 redact.value if redact else None,
+                session.kind,
             ),
         )
 
@@ -283,6 +291,7 @@ class SqliteStore:
     async def record_messages(self, messages: list[Message]) -> int:
         """Store a batch in one transaction; returns how many were new."""
         new = 0
+        metered: list[Metered] = []
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
@@ -298,11 +307,14 @@ class SqliteStore:
                             (message.seq, message.sid),
                         )
                         _apply(db, message)
+                        if isinstance(message, TranscriptMessage):
+                            metered += meter(db, message)
                         new += 1
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+        count_metered(metered)
         return new
 
     async def messages_after(self, sid: str, after: int, limit: int = 1000) -> list[Message]:
@@ -488,6 +500,7 @@ def _session(row: sqlite3.Row) -> SessionRecord:
         error_message=row["error_message"],
         key_id=row["key_id"],
         version=row["version"],
+        kind=row["kind"] or ("file" if row["filename"] else "live"),
     )
 
 

@@ -68,6 +68,11 @@ class FileJob(ResolvedOptions, _Record):
     sid: str
     tenant_id: str
     audio_key: str = Field(description="blob key of the 16 kHz mono PCM16LE audio")
+    track_keys: tuple[str, ...] = Field(
+        default=(),
+        description="with channels separate: blob keys of each channel's 16 kHz PCM16LE "
+        "audio, in channel order (empty: the mono audio is the only track)",
+    )
     duration_ms: int = Field(ge=0)
     first_seq: int = Field(
         default=FIRST_WORKER_SEQ, ge=1, description="seq of the job's first message"

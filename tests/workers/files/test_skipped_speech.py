@@ -17,7 +17,7 @@ from voxwire.audio.decoding import Audio
 from voxwire.workers.engine import Engine, EngineOptions, Segment, SegmentCallback, Word
 from voxwire.workers.files.skipped_speech import RETRIES, SpeechMap, transcribe_heard
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 RATE = 16_000
 

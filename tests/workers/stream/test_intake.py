@@ -129,3 +129,36 @@ def test_a_resumed_intake_skips_what_is_settled() -> None:
     (final,) = [w for w in stream.end(1.0) if isinstance(w, FinalWork)]
     assert (final.end_ms, final.reason, final.settled) == (1000, "end_of_stream", (10, 0))
     assert final.start_ms >= 250  # nothing before the resume point
+
+
+def test_a_flush_closes_the_open_segment_now_and_the_stream_goes_on() -> None:
+    stream = intake([(1000, 5000, 0.95)])
+    parts = chunks(tone(5.0))
+    work = []
+    for index, chunk in enumerate(parts[:30]):  # 3 s: speech from 1 s, no pause yet
+        work += stream.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+    assert not [w for w in work if isinstance(w, FinalWork)]
+    (flushed, stopped) = stream.flush(3.05)
+    # the segment ends at the last whole VAD frame (93 x 32 ms), settled inside chunk 29
+    assert isinstance(flushed, FinalWork) and flushed.reason == "flush"
+    assert (flushed.start_ms, flushed.end_ms) == (824, 2976) and flushed.decided_at == 3.05
+    assert flushed.settled == (29, 1216) and not flushed.continues
+    assert isinstance(stopped, ProgressWork) and not stopped.speech
+    assert stream.flush(3.06) == []  # nothing open: nothing to flush
+    for index, chunk in enumerate(parts[30:], start=30):  # the speaker goes on
+        work = stream.push(index, chunk, (index + 1) * CHUNK_MS / 1000)
+    finals = [w for w in stream.end(5.0) if isinstance(w, FinalWork)]
+    assert [(f.start_ms, f.end_ms, f.reason) for f in finals] == [(2976, 5000, "end_of_stream")]
+    assert stream.flush(5.1) == []  # after the end
+
+
+def test_a_flush_waits_for_chunks_that_were_passed() -> None:
+    stream = intake([(0, 5000, 0.95)])
+    parts = chunks(tone(2.0))
+    for index in range(10):
+        stream.push(index, parts[index], 0.1 * index)
+    stream.push(11, parts[11], 1.2)  # chunk 10 is late
+    assert stream.flush(1.25) == []
+    work = stream.push(10, parts[10], 1.3)
+    finals = [w for w in work if isinstance(w, FinalWork)]
+    assert [(f.end_ms, f.reason) for f in finals] == [(1184, "flush")]  # chunks 10 and 11 in

@@ -218,10 +218,13 @@ class TranscriptBuilder:
         words: Sequence[WordData] = (),
         *,
         speaker: str | None = None,
+        channel: int | None = None,
         continues: bool = False,
+        flushed: bool = False,
     ) -> list[Message]:
         """Commit a final (with its ``words``, if any: :func:`words_of`; of
-        ``speaker`` when diarized; ``continues`` the utterance of the final before):
+        ``speaker`` when diarized or of a separate ``channel``; ``continues`` the
+        utterance of the final before; ``flushed``: the client's flush closed it):
         its message, then a match message per prompt heard."""
         self.end_segment()
         if self._redact is not RedactMode.OFF:
@@ -231,7 +234,14 @@ class TranscriptBuilder:
             self._tail = Redactor.tail(text, self._tail)
             text = redacted
         data = self._segment(start_ms, end_ms, text, speaker)
-        data = data.model_copy(update={"words": tuple(words), "continues": continues})
+        data = data.model_copy(
+            update={
+                "words": tuple(words),
+                "continues": continues,
+                "channel": channel,
+                "flushed": flushed,
+            }
+        )
         self.finals.append(data)
         final = SegmentMessage(
             sid=self.sid,

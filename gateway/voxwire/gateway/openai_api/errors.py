@@ -11,15 +11,12 @@ its field (:func:`error_response` translates them all).
 
 from __future__ import annotations
 
-import math
-
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from voxwire.core.errors import VoxwireError
 from voxwire.core.metrics import ERRORS
-from voxwire.core.ratelimit import RateLimitedError
-from voxwire.gateway.errors import status_for
+from voxwire.gateway.errors import retry_after, status_for
 from voxwire.gateway.openai_api.shapes import ErrorDetail, ErrorResponse
 from voxwire_client.errors import InvalidSessionIdError
 
@@ -60,6 +57,8 @@ def from_voxwire(exc: VoxwireError) -> OpenAIError:
     message = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
     if status == 401:
         return OpenAIError(401, message, code="invalid_api_key")
+    if exc.code == "quota_exceeded":  # OpenAI's answer when a plan's quota is used up
+        return OpenAIError(429, message, code="insufficient_quota", kind="insufficient_quota")
     if status == 429:
         return OpenAIError(429, message, code="rate_limit_exceeded", kind="requests")
     if status == 422:  # audio that cannot be used: OpenAI's answer to a bad file
@@ -89,9 +88,7 @@ def error_response(
     exc: OpenAIError | VoxwireError | InvalidSessionIdError | RequestValidationError,
 ) -> JSONResponse:
     """``exc`` as the answer OpenAI would give."""
-    headers = None
-    if isinstance(exc, RateLimitedError):
-        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    headers = retry_after(exc)
     if isinstance(exc, VoxwireError):
         ERRORS.labels(code=exc.code).inc()
         exc = from_voxwire(exc)

@@ -44,6 +44,8 @@ class OpenAIRequest:
     granularities: frozenset[Granularity] = frozenset()
     temperature: float = 0.0
     stream: bool = False
+    callback: str | None = None
+    """A URL that gets the transcript once it is stored (:mod:`voxwire.sessions.webhooks`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class OpenAIForm:
     temperature: str | None = None
     timestamp_granularities: Sequence[str] = ()
     stream: str | None = None
+    callback: str | None = None
 
     def request(self, settings: Settings, task: Task) -> OpenAIRequest:
         """The request (``task``: which route it came by); OpenAIError naming the bad field."""
@@ -80,7 +83,12 @@ class OpenAIForm:
                 400, f"invalid prompt: {exc.errors()[0]['msg']}", param="prompt"
             ) from None
         return OpenAIRequest(
-            options, fmt, granularities, _temperature(self.temperature), _flag(self.stream)
+            options,
+            fmt,
+            granularities,
+            _temperature(self.temperature),
+            _flag(self.stream),
+            (self.callback or "").strip() or None,
         )
 
 

@@ -70,6 +70,10 @@ Model = Annotated[
 Prompt = Annotated[str | None, Form(description="words to expect; prompts the decoder")]
 Format = Annotated[str | None, Form(description="json (default), text, srt, verbose_json, vtt")]
 Temperature = Annotated[str | None, Form(description="accepted (0 to 1) and ignored")]
+Callback = Annotated[
+    str | None,
+    Form(description="voxwire's own: an http(s) URL that gets the transcript once stored"),
+]
 
 
 @router.post("/v1/audio/transcriptions", responses=_ERRORS)
@@ -88,6 +92,7 @@ async def create_transcription(
         Form(alias="timestamp_granularities[]", description="word, segment (verbose_json)"),
     ] = None,
     stream: Annotated[str | None, Form(description="true: server-sent text events")] = None,
+    callback: Callback = None,
 ) -> Response:
     """Transcribe audio into the language spoken."""
     form = OpenAIForm(
@@ -98,6 +103,7 @@ async def create_transcription(
         temperature,
         tuple(timestamp_granularities or ()),
         stream,
+        callback,
     )
     asked = form.request(gateway.ctx.settings, Task.TRANSCRIBE)
     return await _answer(request, caller, gateway, file, asked)
@@ -113,9 +119,10 @@ async def create_translation(
     prompt: Prompt = None,
     response_format: Format = None,
     temperature: Temperature = None,
+    callback: Callback = None,
 ) -> Response:
     """Translate audio into English (a multilingual model; the language spoken is detected)."""
-    form = OpenAIForm(model, None, prompt, response_format, temperature)
+    form = OpenAIForm(model, None, prompt, response_format, temperature, callback=callback)
     asked = form.request(gateway.ctx.settings, Task.TRANSLATE)
     return await _answer(request, caller, gateway, file, asked)
 
@@ -153,7 +160,8 @@ async def _answer(
         uploads.check_size(int(declared) - 64 * 1024)
     data = await _read_limited(file, uploads)
     tenant, key = caller
-    session = await uploads.accept(tenant, Upload(file.filename, data, asked.options), key=key)
+    upload = Upload(file.filename, data, asked.options, callback=asked.callback)
+    session = await uploads.accept(tenant, upload, key=key)
     store, headers = gateway.ctx.store, {SESSION_HEADER: session.sid}
     if asked.stream:
         return StreamingResponse(

@@ -74,6 +74,21 @@ async def create_session(
         int | None,
         Form(description="of a headerless G.711 file (.ul, .al): 8000 (the default) or 16000"),
     ] = None,
+    callback: Annotated[
+        str | None,
+        Form(
+            description="an http(s) URL that gets the transcript (signed JSON) once it is stored: "
+            "docs/webhooks.md"
+        ),
+    ] = None,
+    channels: Annotated[
+        str | None,
+        Form(description="mixed (the default): channels averaged; separate: each on its own"),
+    ] = None,
+    channel_labels: Annotated[
+        str | None,
+        Form(description='with channels=separate: a label per channel, "agent,customer"'),
+    ] = None,
 ) -> SessionCreated:
     uploads, settings = gateway.uploads, gateway.ctx.settings
     declared = request.headers.get("content-length")
@@ -91,10 +106,11 @@ async def create_session(
         vocabulary=vocabulary,
         task=task,
         keep_original_audio=keep_original_audio,
+        channels=channels,
+        channel_labels=channel_labels,
     )
-    session = await uploads.accept(
-        caller[0], Upload(file.filename, data, form.options(), sample_rate), key=caller[1]
-    )
+    upload = Upload(file.filename, data, form.options(), sample_rate, callback=callback)
+    session = await uploads.accept(caller[0], upload, key=caller[1])
     return SessionCreated(
         **session_info(session).model_dump(), endpoints=endpoints(settings, session.sid)
     )

@@ -57,12 +57,15 @@ function phrases(text) {
 }
 
 /**
- * A prompt from a line of the text box: "S2: phrase" listens to speaker S2 only.
+ * A prompt from a line of the text box: "S2: phrase" listens to speaker S2 only,
+ * "customer: cancel" to the channel labelled customer.
  * @param {string} line @param {string} id
  */
 function promptOf(line, id) {
-  const limited = /^(S[1-9][0-9]{0,3})\s*:\s*(.+)$/i.exec(line);
-  return limited ? { id, text: limited[2], speaker: limited[1].toUpperCase() } : { id, text: line };
+  const limited = /^([A-Za-z][A-Za-z0-9_-]{0,23})\s*:\s*(.+)$/.exec(line);
+  if (!limited) return { id, text: line };
+  const speaker = /^S[0-9]+$/i.test(limited[1]) ? limited[1].toUpperCase() : limited[1];
+  return { id, text: limited[2], speaker };
 }
 
 // -- speakers: a colour per label, always with the label as text -------------
@@ -70,10 +73,22 @@ function promptOf(line, id) {
 /** Distinct on white and for the common colour-vision deficiencies; S1 is the first. */
 const SPEAKER_COLOURS = ["#2b59c3", "#c2410c", "#0f766e", "#9333ea", "#b91c1c", "#4d7c0f", "#a16207", "#475569"];
 
-/** The same colour for a label everywhere (S9 wraps round to S1's). @param {string} label */
+/** Channel labels of calls, in the colours of the first speakers. */
+const CHANNEL_COLOURS = { agent: SPEAKER_COLOURS[0], customer: SPEAKER_COLOURS[1] };
+
+/**
+ * The same colour for a label everywhere: S1, S2... in order (S9 wraps round to S1's);
+ * agent and customer as S1 and S2; any other channel label (ch1, supervisor) by its letters.
+ * @param {string} label
+ */
 function speakerColour(label) {
-  const n = Number(/^S([0-9]+)$/.exec(label)?.[1] ?? 0);
-  return n > 0 ? SPEAKER_COLOURS[(n - 1) % SPEAKER_COLOURS.length] : "var(--muted)";
+  const known = CHANNEL_COLOURS[label.toLowerCase()];
+  if (known) return known;
+  const n = Number(/^(?:S|ch)([0-9]+)$/i.exec(label)?.[1] ?? 0);
+  if (n > 0) return SPEAKER_COLOURS[(n - 1) % SPEAKER_COLOURS.length];
+  let hash = 0;
+  for (const c of label) hash = (hash * 31 + c.charCodeAt(0)) >>> 0;
+  return label ? SPEAKER_COLOURS[hash % SPEAKER_COLOURS.length] : "var(--muted)";
 }
 
 /** A badge with the speaker's label in the speaker's colour. @param {string} label */
@@ -328,7 +343,57 @@ function showTab(name) {
   for (const button of document.querySelectorAll("#tabs button")) {
     button.setAttribute("aria-selected", String(button.getAttribute("data-tab") === name));
   }
-  for (const tab of ["upload", "live", "search"]) $(`#tab-${tab}`).hidden = tab !== name;
+  for (const tab of ["upload", "live", "search", "usage"]) $(`#tab-${tab}`).hidden = tab !== name;
+  if (name === "usage") showUsage().catch(notify);
+}
+
+// -- usage -------------------------------------------------------------------
+
+/** Seconds as h:mm:ss. @param {number} seconds */
+function hours(seconds) {
+  const s = Math.round(seconds);
+  return `${Math.floor(s / 3600)}:${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}:${String(s % 60).padStart(2, "0")}`;
+}
+
+/** One cell of a table row. @param {HTMLTableRowElement} row @param {string | Node} content */
+function cell(row, content) {
+  row.insertCell().append(content);
+}
+
+/** The tenant's usage this month and its quotas with their use (GET /v1/usage). */
+async function showUsage() {
+  const apiKey = sessionStorage.getItem(KEY_STORAGE);
+  const response = await fetch("/v1/usage", { headers: { Authorization: `Bearer ${apiKey}` } });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.message ?? `usage: HTTP ${response.status}`);
+  const quotas = $("#quota-table tbody");
+  quotas.replaceChildren();
+  $("#no-quotas").hidden = body.quotas.length > 0;
+  $("#quota-table").hidden = body.quotas.length === 0;
+  for (const quota of body.quotas) {
+    const row = quotas.insertRow();
+    row.dataset.quota = quota.quota;
+    const shown = (/** @type {number} */ n) =>
+      quota.quota.includes("seconds") ? hours(n) : quota.quota.endsWith("bytes") ? `${Math.round(n / 1e5) / 10} MB` : String(n);
+    cell(row, quota.quota.replaceAll("_", " "));
+    cell(row, quota.key_id ? `key ${quota.key_id}` : "tenant");
+    cell(row, quota.used === null ? "per upload" : shown(quota.used));
+    cell(row, shown(quota.limit));
+    const meter = document.createElement("meter");
+    meter.max = Math.max(quota.limit, 1);
+    meter.value = quota.used ?? 0;
+    meter.high = meter.max * 0.8;
+    cell(row, quota.used === null ? "" : meter);
+    cell(row, quota.resets_at ? new Date(quota.resets_at).toLocaleString() : "");
+  }
+  $("#usage-total").textContent = hours(body.audio_seconds);
+  const days = $("#usage-table tbody");
+  days.replaceChildren();
+  for (const entry of body.entries) {
+    const row = days.insertRow();
+    for (const text of [entry.day, entry.model, entry.kind, String(entry.sessions)]) cell(row, text);
+    cell(row, hours(entry.audio_seconds));
+  }
 }
 
 // -- upload ------------------------------------------------------------------
@@ -468,7 +533,8 @@ async function search(/** @type {SubmitEvent} */ event) {
   if (!client) return;
   const list = $("#search-results");
   try {
-    const speaker = $("#search-speaker").value.trim().toUpperCase();
+    const typed = $("#search-speaker").value.trim();
+    const speaker = /^S[0-9]+$/i.test(typed) ? typed.toUpperCase() : typed;
     const filters = { fuzzy: $("#fuzzy").checked, size: 20, ...(speaker ? { speaker } : {}) };
     const page = await client.search($("#query").value, filters);
     list.replaceChildren();

@@ -50,6 +50,8 @@ CUDA_FIX = (
     "nvidia-cudnn-cu12, their lib folders on LD_LIBRARY_PATH), or run engine=whispercpp "
     "built with scripts/build-cuda.sh"
 )
+SAMPLING_SEED = 0
+"""CTranslate2's random seed, set before each decode at a temperature above 0."""
 COMPUTE_TYPES = {"cpu": "int8", "cuda": "float16"}
 """``compute_type=default`` on each kind of device."""
 
@@ -222,6 +224,10 @@ class FasterWhisperEngine:
         frames = None if options.vocabulary else window_frames(samples.size, options.window_s)
 
         def run() -> tuple[Iterator[Any], Any]:
+            if options.temperature > 0:  # the same sampled decode on a job's every run
+                import ctranslate2
+
+                ctranslate2.set_random_seed(SAMPLING_SEED)
             return model.transcribe(  # type: ignore[no-any-return]
                 samples,
                 language=language,

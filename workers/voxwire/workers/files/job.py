@@ -24,6 +24,7 @@ from voxwire.workers.engine import (
     Segment,
     TranscriptionAborted,
 )
+from voxwire.workers.files.loop_guard import LoopGuard
 from voxwire.workers.files.skipped_speech import transcribe_heard
 from voxwire.workers.speakers.encoder import shared_encoder
 from voxwire.workers.speakers.files import Turn, split_segment
@@ -80,7 +81,8 @@ def run_file_job(
     kept for the whole file. With diarization the speaker turns are found first,
     and a segment in which the speaker changes is split there
     (:mod:`voxwire.workers.speakers.files`). Speech the decoder skipped is
-    decoded again (:mod:`voxwire.workers.files.skipped_speech`). The job's task
+    decoded again (:mod:`voxwire.workers.files.skipped_speech`), and so is a
+    window whose decode looped (:mod:`voxwire.workers.files.loop_guard`). The job's task
     (translate: the text in English) is the engine's, whatever ``options`` said."""
     options = replace(options, task=job.task.value)
     builder = TranscriptBuilder(
@@ -117,7 +119,7 @@ def run_file_job(
         if options.language in AUTO:
             builder.detected(*detect_language(audio, engine, options))
             options = replace(options, language=builder.language or "en")
-        transcribe_heard(engine, audio, options, on_segment, abort)
+        transcribe_heard(LoopGuard(engine), audio, options, on_segment, abort)
     except TranscriptionAborted:
         raise  # the job goes back to the bus; its next run emits it all again
     except VoxwireError as exc:

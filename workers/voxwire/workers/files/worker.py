@@ -3,9 +3,11 @@ produces their messages to the results topic (key = sid), and the windows
 of committed text each final changes to the windows topic (:mod:`voxwire.wire.windows`).
 
 N engine instances (each loaded once) run jobs concurrently, one job each;
-the worker takes a new job only when an instance is free, so at most N jobs
-are in flight and the rest wait on the bus. A job's offset is committed only
-after all of its messages were accepted by the bus. A job whose messages the
+the worker starts a new job only when an instance is free, so at most N jobs
+are in flight. The rest wait, read ahead, in per-tenant queues that share the
+engines fairly among tenants (:mod:`voxwire.workers.files.lanes`), or on the
+bus. A job's offset is committed only after all of its messages were accepted
+by the bus. A job whose messages the
 bus refused (Kafka away for longer than the producer's delivery timeout) is
 run again on the same engine, after a pause that doubles up to
 ``_RETRY_MAX_S``, until the bus takes them all: positions are committed in
@@ -59,6 +61,8 @@ from voxwire.wire.windows import windows_after
 from voxwire.workers.engine import Engine, EngineOptions, TranscriptionAborted
 from voxwire.workers.files.job import run_file_job
 from voxwire.workers.files.lanes import JobLanes
+from voxwire.workers.files.tracks import run_tracks_job
+from voxwire.workers.priority import lower_this_thread
 from voxwire.workers.transcript import error_message
 from voxwire_client.messages import (
     Message,
@@ -98,10 +102,14 @@ class FileWorker:
         pool: Pool | None = None,
         drain_s: float = DRAIN_S,
         busy: Callable[[], bool] = lambda: False,
+        fair: bool = True,
+        nice: int = 0,
     ) -> None:
         """``pool``: the model whose jobs it runs (None: every job);
         ``busy``: whether live work runs in this process (open live streams):
-        re-transcriptions wait while it does."""
+        re-transcriptions wait while it does; ``fair``: share engine time among
+        tenants (False: run jobs in bus order); ``nice``: how much lower than live
+        streams the jobs' threads run (:mod:`voxwire.workers.priority`)."""
         if not engines:
             raise ValueError("a worker needs at least one engine instance")
         self._bus = bus
@@ -116,8 +124,14 @@ class FileWorker:
         self._aborting = False  # read by the engines' threads
         self._tasks: set[asyncio.Task[None]] = set()
         # One thread per engine instance, apart from the default executor.
-        self._pool = ThreadPoolExecutor(max_workers=len(engines), thread_name_prefix="engine")
+        self._pool = ThreadPoolExecutor(
+            max_workers=len(engines),
+            thread_name_prefix="engine",
+            initializer=lower_this_thread,
+            initargs=(nice,),
+        )
         self._busy = busy
+        self._fair = fair
         self._uploads_running = 0
         self.jobs_done = 0
 
@@ -130,6 +144,8 @@ class FileWorker:
         lanes = JobLanes(
             self._bus.subscribe(JOBS_TOPIC, self._group),
             self._bus.subscribe(REJOBS_TOPIC, self._group + REJOBS_SUFFIX),
+            takes=self._takes,
+            fair=self._fair,
         )
         try:
             while True:
@@ -139,9 +155,9 @@ class FileWorker:
                 except BaseException:
                     self._idle.put_nowait(engine)
                     raise
-                if not self._takes(record):
+                if again and not self._takes(record):
                     self._idle.put_nowait(engine)
-                    await commit_or_warn(lanes.rejobs if again else lanes.uploads, [record])
+                    await commit_or_warn(lanes.rejobs, [record])
                     continue
                 self._uploads_running += 0 if again else 1
                 task = asyncio.create_task(self._handle(record, engine, lanes, again=again))
@@ -201,7 +217,9 @@ class FileWorker:
             finally:  # the next job need not wait for this one's commit
                 self._idle.put_nowait(engine)
                 JOBS_IN_FLIGHT.dec()
-                self._uploads_running -= 0 if again else 1
+                if not again:
+                    self._uploads_running -= 1
+                    lanes.finished(record)
             took = time.perf_counter() - started
             log.info("job %s done in %.2f s", record.key, took)
             JOB_SECONDS.observe(took)
@@ -286,14 +304,20 @@ class FileWorker:
         options = replace(self._options, language=job.language, vocabulary=job.vocabulary)
         try:
             audio = await asyncio.to_thread(load_pcm, self._blobs, job.audio_key)
+            tracks = [await asyncio.to_thread(load_pcm, self._blobs, k) for k in job.track_keys]
         except VoxwireError as exc:
             failed = error_message(job.sid, job.first_seq, exc, version=job.version)
             await self._bus.produce(RESULTS_TOPIC, job.sid, encode_message(failed))
             return 0
         try:
-            await loop.run_in_executor(
-                self._pool, run_file_job, job, audio, engine, options, emit, abort
-            )
+            if tracks:
+                await loop.run_in_executor(
+                    self._pool, run_tracks_job, job, tracks, engine, options, emit, abort
+                )
+            else:
+                await loop.run_in_executor(
+                    self._pool, run_file_job, job, audio, engine, options, emit, abort
+                )
         finally:  # the job counts as done only once the bus has every message
             await asyncio.gather(*(asyncio.wrap_future(f) for f in producing))
         if job.audio_key == self._blobs.key(job.sid, INCOMING_BLOB):
@@ -314,6 +338,8 @@ class FileWorker:
         log.info("job %s: audio stored with %d span(s) silenced", job.sid, len(done.spans_ms))
 
     def _forget_incoming(self, job: FileJob) -> None:
-        """A redacted upload's audio as recorded, once stored redacted: gone."""
+        """A redacted upload's audio as recorded (its channels' too), once stored
+        redacted: gone."""
         if read_redaction(self._blobs, job.sid) is not None:
-            self._blobs.delete(job.audio_key)
+            for key in (job.audio_key, *job.track_keys):
+                self._blobs.delete(key)

@@ -72,6 +72,7 @@ class StreamCheckpoint:
             "finished": r.finished,
             "prompts": None if r.prompts is None else [p.model_dump() for p in r.prompts],
             "speakers": [list(s) for s in r.speakers],
+            "tracks": list(r.tracks),
             "last": encode_message(self.last).decode() if self.last else None,
             "done": self.done,
         }
@@ -96,6 +97,7 @@ class StreamCheckpoint:
                     (str(label), tuple(float(x) for x in total), float(weight))
                     for label, total, weight in body.get("speakers", ())
                 ),
+                tracks=tuple(int(t) for t in body.get("tracks", ())),
             )
             last = parse_message(body["last"]) if body["last"] else None
             return cls(base64.b64decode(body["start"]), resume, last, bool(body["done"]))

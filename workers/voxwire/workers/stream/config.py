@@ -10,7 +10,7 @@ from voxwire.workers.engine import EngineOptions
 from voxwire.workers.stream.endpointing import EndpointConfig
 from voxwire_client.api import AudioEncoding, RedactMode, StreamRequest
 from voxwire_client.messages import Task
-from voxwire_client.options import Endpointing
+from voxwire_client.options import ChannelMode, Endpointing
 
 _LANGUAGE = re.compile(r"auto|[a-z]{2,3}")
 
@@ -54,6 +54,14 @@ class StreamConfig:
     """Words the stream expects: they open the decoder's prompt (EngineOptions)."""
     task: Task = Task.TRANSCRIBE
     """``translate``: the finals in English (EngineOptions.task)."""
+    labels: tuple[str, ...] = ()
+    """With separate channels: each channel's label (the chunks interleave as many
+    channels); empty: one channel, mono."""
+
+    @property
+    def channels(self) -> int:
+        """How many channels each chunk interleaves."""
+        return max(1, len(self.labels))
 
     def __post_init__(self) -> None:
         if not isinstance(self.language, str) or not _LANGUAGE.fullmatch(self.language):
@@ -91,4 +99,7 @@ def stream_config(request: StreamRequest) -> StreamConfig:
         max_speakers=bounds.max_speakers if bounds is not None else None,
         vocabulary=request.vocabulary,
         task=request.task,
+        labels=request.labels_for(request.audio_channels)
+        if request.channels is ChannelMode.SEPARATE
+        else (),
     )

@@ -9,7 +9,8 @@ it one speech probability per VAD frame with the frame's start in stream time
     FinalLikely(start_ms, end_ms)     a pause began: if it lasts, this is the final
     SegmentFinal(start_ms, end_ms,    transcribe and commit this segment
                  reason, continues)   ("silence", "max_length", "end_of_stream",
-                                       "early": see close_early)
+                                       "early": see close_early,
+                                       "flush": see flush)
     SpeechStopped(end_ms)             the speech that SpeechStarted announced ended
     Dropped(start_ms, end_ms)         a sound too short to be speech; nothing to do
 
@@ -52,6 +53,10 @@ The rules, with :class:`EndpointConfig`'s defaults:
   the segment's start (which may fall inside a frame).
 - End of stream: :meth:`Endpointer.end_of_stream` closes an open segment
   (reason ``"end_of_stream"``) or drops a candidate.
+- Flush: :meth:`Endpointer.flush` does the same at the end of the last frame
+  (reason ``"flush"``) without ending the stream: the client asked for the
+  open utterance now (a push-to-talk button released, Deepgram's ``Finalize``),
+  and later frames open a new segment.
 
 Padding. Every time in an event is a segment bound, padding included: a
 segment starts ``pre_roll_ms`` (200) before the first speech frame and ends
@@ -83,7 +88,7 @@ from voxwire_client.options import PRE_ROLL_MS, Endpointing, EndpointingPolicy
 _SESSION = Endpointing()
 """The defaults a session gets (declared once, in the contract)."""
 
-FinalReason = Literal["silence", "max_length", "end_of_stream", "early"]
+FinalReason = Literal["silence", "max_length", "end_of_stream", "early", "flush"]
 
 UTTERANCE_KEPT_MS = 30_000
 """How far an utterance that goes on after an early close reaches back: Whisper's
@@ -315,6 +320,13 @@ class Endpointer:
         if self._open is None:
             return []
         return self._close(end, "end_of_stream")
+
+    def flush(self) -> list[Event]:
+        """Close the open segment now, at the end of the last frame (reason
+        ``"flush"``), or drop a candidate; the stream goes on."""
+        if self._open is None:
+            return []
+        return self._close(self._now_ms, "flush")
 
     def close_early(self, start_ms: int, end_ms: int) -> list[Event]:
         """End the open segment at ``[start_ms, end_ms)``, the bounds of the

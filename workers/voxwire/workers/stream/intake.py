@@ -19,7 +19,8 @@ redelivery). One that skips ahead waits (if at most :data:`MAX_AHEAD` chunks ahe
 taken once the chunks before it came: with several bridges a stream's chunks
 reach the bus by different ways and may pass each other (a killed bridge's
 share of them comes only once it is back). An end that arrives while chunks
-wait is held too, and comes once they are taken; :meth:`StreamIntake.end` with
+wait is held too, and comes once they are taken (so is a flush,
+:meth:`StreamIntake.flush`); :meth:`StreamIntake.end` with
 ``give_up`` takes the chunks that came and ends without those that did not
 (their gap reported as a :class:`ChunkOrderError` by the caller). A chunk
 further ahead raises :class:`ChunkOrderError` and is not consumed. Chunks are
@@ -39,6 +40,7 @@ chunk and counts stream time on from ``origin_sample``.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -65,6 +67,9 @@ from voxwire.workers.vad import FRAME_SAMPLES, Vad
 SAMPLES_PER_MS = SAMPLE_RATE // 1000
 _NO_AUDIO: Audio = np.empty(0, dtype=np.float32)
 
+
+_LEVEL_FRAMES = 2_000
+"""VAD frames whose level an intake keeps (64 s of 32 ms frames)."""
 
 MAX_AHEAD = 600
 """How far ahead of its turn a chunk may come and wait (a minute of 100 ms chunks)."""
@@ -102,6 +107,9 @@ class SliceWork:
     lead: Audio = field(default_factory=lambda: _NO_AUDIO, repr=False, kw_only=True)
     """The stream audio right before ``start_ms`` to decode it after (finals and
     likely finals, when the intake keeps a lead: :mod:`voxwire.workers.stream.lead`)."""
+    track: int = field(default=0, kw_only=True)
+    """The channel it was heard on (0, 1...: a stream with separate channels has
+    an intake per channel; 0 for a mono stream)."""
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -139,6 +147,7 @@ class ProgressWork:
     speech: bool
     stream_ms: int
     decided_at: float
+    track: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +170,7 @@ class _Waiting:
     chunks: dict[int, tuple[bytes, float]] = field(default_factory=dict)
     """Chunk number -> (its bytes, when it arrived)."""
     end_at: float | None = None
+    flush_at: float | None = None
     refused: AudioError | None = None
     """The error of a waiting chunk refused when its turn came."""
 
@@ -179,8 +189,11 @@ class StreamIntake:
         skip_samples: int = 0,
         decoder: ChunkDecoder | None = None,
         lead_ms: int = 0,
+        track: int = 0,
     ) -> None:
+        """``track``: the channel this intake hears (0 for a mono stream), on its work."""
         self.sid = sid
+        self.track = track
         self._lead_ms = max(0, lead_ms)  # kept before a final
         self._vad = vad
         self._decoder = decoder or Pcm16Decoder()
@@ -192,6 +205,7 @@ class StreamIntake:
         self.samples = origin_sample  # stream time at the end of the accepted audio
         self._arrivals: deque[_Arrival] = deque()
         self._probabilities: deque[tuple[int, float]] = deque()  # (frame start ms, probability)
+        self._levels: deque[tuple[int, float]] = deque(maxlen=_LEVEL_FRAMES)  # (ms, mean square)
         self.next_chunk = next_chunk
         self._skip = skip_samples  # settled samples of the next chunk
         self._waiting = _Waiting()
@@ -250,6 +264,8 @@ class StreamIntake:
                 work += self._accept(*waiting)
             except AudioError as exc:
                 self._waiting.refused = self._waiting.refused or exc
+        if self._waiting.flush_at is not None and not self._waiting.chunks:
+            work += self.flush(self._waiting.flush_at)
         if self._waiting.end_at is not None and not self._waiting.chunks:
             work += self.end(self._waiting.end_at)
         return work
@@ -273,12 +289,22 @@ class StreamIntake:
         work: list[IntakeWork] = []
         for start_ms, frame in self._splitter.push(samples):
             self._buffer.append(frame)
+            self._levels.append((start_ms, float(np.mean(np.square(frame, dtype=np.float64)))))
             probability = self._vad.speech_probability(frame)
             self._probabilities.append((start_ms, probability))
             work += self._handle(self._endpointer.push(start_ms, probability), received_at)
             self._forget_old()
         self._keep_tail(samples)
         return work
+
+    def level_db(self, start_ms: int, end_ms: int) -> float:
+        """The RMS level (dB, full scale 0; -120 for silence or audio no longer
+        known) of the frames starting in ``[start_ms, end_ms)``, over the last
+        :data:`_LEVEL_FRAMES` frames: to tell a channel's echo of another."""
+        squares = [m for s, m in self._levels if start_ms <= s < end_ms]
+        if not squares:
+            return -120.0
+        return 10 * math.log10(max(sum(squares) / len(squares), 1e-12))
 
     def take_decode_error(self) -> AudioError | None:
         """The error of a chunk that was replaced by silence since the last call."""
@@ -327,6 +353,21 @@ class StreamIntake:
             self._tail = np.empty(0, dtype=np.float32)
         return work + self._handle(self._endpointer.end_of_stream(self._buffer.end_ms), received_at)
 
+    def flush(self, received_at: float) -> list[IntakeWork]:
+        """The client asked (at ``received_at``) for the open segment now: close it
+        at the end of the audio taken (:meth:`Endpointer.flush
+        <voxwire.workers.stream.endpointing.Endpointer.flush>`) and return its
+        final's work; the stream goes on. While chunks wait ahead of their turn
+        the flush waits for them, as an end does; after the end, nothing."""
+        if self.ended or self.failed:
+            return []
+        if self._waiting.chunks:
+            if self._waiting.flush_at is None:
+                self._waiting.flush_at = received_at
+            return []
+        self._waiting.flush_at = None
+        return self._handle(self._endpointer.flush(), received_at)
+
     def close_early(self, bounds: tuple[int, int], decided_at: float) -> list[IntakeWork]:
         """End the open segment at ``bounds`` (a likely final's) while its pause
         goes on (:meth:`Endpointer.close_early
@@ -341,7 +382,7 @@ class StreamIntake:
         for event in events:
             if isinstance(event, SpeechStarted | SpeechStopped):
                 speech = isinstance(event, SpeechStarted)
-                work.append(ProgressWork(speech, self._endpointer.now_ms, decided_at))
+                work.append(ProgressWork(speech, self._endpointer.now_ms, decided_at, self.track))
             elif isinstance(event, PartialDue | FinalLikely | SegmentFinal):
                 work.append(self._slice(event, decided_at))
             # Dropped: a sound too short to be speech, nothing to do
@@ -357,19 +398,21 @@ class StreamIntake:
         end_sample = end * SAMPLES_PER_MS
         arrived = next((a.received_at for a in self._arrivals if a.end >= end_sample), decided_at)
         if isinstance(event, PartialDue):
-            return PartialWork(start, end, audio, vad_mean, arrived, decided_at)
+            return PartialWork(start, end, audio, vad_mean, arrived, decided_at, track=self.track)
         lead_ms = self._lead_ms
         if event.utterance_ms is not None:  # after the start of the utterance it goes on with
             lead_ms = max(lead_ms, start - event.utterance_ms)
         lead_from = max(start - lead_ms_for(lead_ms, end - start), self._buffer.start_ms)
         lead = self._buffer.slice(lead_from, start) if lead_from < start else _NO_AUDIO
         if isinstance(event, FinalLikely):
-            return LikelyFinalWork(start, end, audio, vad_mean, arrived, decided_at, lead=lead)
+            return LikelyFinalWork(
+                start, end, audio, vad_mean, arrived, decided_at, lead=lead, track=self.track
+            )
         after = next((a for a in self._arrivals if a.end > end_sample), None)
         settled = (after.chunk, end_sample - after.start) if after else (self.next_chunk, 0)
         return FinalWork(
             start, end, audio, vad_mean, arrived, decided_at, event.reason, settled,
-            event.continues, lead=lead,
+            event.continues, lead=lead, track=self.track,
         )  # fmt: skip
 
     def _forget_old(self) -> None:

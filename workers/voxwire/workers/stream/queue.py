@@ -3,7 +3,7 @@
 :class:`WorkQueue` holds the items a session's
 :class:`~voxwire.workers.stream.intake.StreamIntake` made due (and a
 :class:`ReplayWork` on resuming) until a scheduler takes them. A partial or
-final drops the queued partials of its segment (a newer text will come);
+final drops the queued partials of its segment, on its channel (a newer text will come);
 finals are never dropped. :data:`RANK` orders the kinds of work by urgency,
 for a scheduler that serves many sessions with one engine. Its methods are
 safe from any thread (one lock of its own).
@@ -73,9 +73,11 @@ class WorkQueue:
             if self.closed:
                 return
             if isinstance(work, PartialWork | FinalWork):
-                start = work.start_ms
+                start, track = work.start_ms, work.track
                 stale = [
-                    w for w in self._items if isinstance(w, PartialWork) and w.start_ms == start
+                    w
+                    for w in self._items
+                    if isinstance(w, PartialWork) and (w.start_ms, w.track) == (start, track)
                 ]
                 for old in stale:
                     self._items.remove(old)

@@ -23,7 +23,8 @@ What each item becomes:
   ``PartialWork``; its text is kept, and the final with the same bounds (due
   when the pause reaches ``min_silence_ms``, 400 ms later by default) is
   committed with it at once instead of being transcribed again;
-- :class:`~voxwire.workers.stream.intake.FinalWork` -> a ``final`` (its words on the
+- :class:`~voxwire.workers.stream.intake.FinalWork` -> a ``final`` (``flushed`` when
+  the client's flush closed it: :meth:`StreamSession.flush`; its words on the
   stream's timeline; its speaker when diarized: :mod:`voxwire.workers.speakers.live`)
   and a match per prompt heard; an empty transcript (silence, noise, markers, a
   hallucination) gives none;
@@ -61,20 +62,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
-from voxwire.audio.codecs import ChunkDecoder, chunk_decoder
+from voxwire.audio.codecs import ChunkDecoder
 from voxwire.audio.libopus import OpusLibrary
-from voxwire.core.errors import ConfigError, VoxwireError
+from voxwire.core.errors import AudioError, ConfigError, VoxwireError
 from voxwire.core.metrics import STREAM_FINALS, STREAM_LAG, STREAM_PARTIALS
 from voxwire.text.matching import Prompt
 from voxwire.text.standing_prompts import check_speakers
 from voxwire.text.turns import sounds_finished
 from voxwire.wire.records import FIRST_WORKER_SEQ
+from voxwire.workers.channels import TrackFinal
 from voxwire.workers.engine import EngineOptions, Segment, TranscriptionAborted
-from voxwire.workers.speakers.files import Piece
-from voxwire.workers.speakers.live import SpeakerState, StreamSpeakers
+from voxwire.workers.speakers.live import StreamSpeakers
 from voxwire.workers.stream.config import UNTUNED, LiveTuning
 from voxwire.workers.stream.config import StreamConfig as StreamConfig
 from voxwire.workers.stream.config import stream_config as stream_config
@@ -88,6 +89,12 @@ from voxwire.workers.stream.intake import (
     StreamIntake,
 )
 from voxwire.workers.stream.queue import RANK, PartialTally, ReplayWork, Work, WorkQueue
+from voxwire.workers.stream.results import Decoded as Decoded
+from voxwire.workers.stream.results import Outbound as Outbound
+from voxwire.workers.stream.results import Outcome as Outcome
+from voxwire.workers.stream.results import Resume as Resume
+from voxwire.workers.stream.results import Speakers as Speakers
+from voxwire.workers.stream.tracks import Track, in_time_order, is_live_echo, stream_decoders
 from voxwire.workers.transcript import (
     TranscriptBuilder,
     Words,
@@ -97,70 +104,11 @@ from voxwire.workers.transcript import (
 )
 from voxwire.workers.vad import Vad
 from voxwire_client.api import PromptSpec
-from voxwire_client.messages import LatencyData, Message, SegmentData, SessionStatus
+from voxwire_client.messages import LatencyData, Message, SessionStatus
 from voxwire_client.options import EndpointingPolicy
 from voxwire_client.topics import validate_sid
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    """Where a stream stands after messages it returned: what another worker
-    needs to go on from there without repeating or losing a final (see
-    :mod:`voxwire.workers.stream.worker`). The audio before the point is
-    settled: finals cover it, or it held no words."""
-
-    next_seq: int
-    finals: tuple[SegmentData, ...] = ()
-    chunk: int = 0
-    """The first chunk holding audio that is not settled."""
-    skip_samples: int = 0
-    """Samples at the start of that chunk that are settled."""
-    stream_sample: int = 0
-    """The stream time of the point, in samples."""
-    pending: tuple[Message, ...] = ()
-    """Messages decided with the last one (a final's matches, the completion),
-    seq already given: sent first on resuming."""
-    finished: bool = False
-    """The transcript was emitted: nothing more but ``pending``."""
-    prompts: tuple[PromptSpec, ...] | None = None
-    """The standing prompts, when changed since the start (None: the start's)."""
-    speakers: SpeakerState = ()
-
-
-Outcome = list[Segment] | BaseException | None
-"""What the engine made of an item: its segments, the exception it raised, or
-None when the item needed no engine."""
-
-Speakers = tuple[tuple[Piece, ...], SpeakerState]
-"""A final's pieces, one speaker each, and the speakers' state after them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decoded:
-    """What an engine's thread made of a taken item, for :meth:`StreamSession.commit`."""
-
-    outcome: Outcome
-    started: float
-    """When the engine began on it (the end of its wait in the queue)."""
-    finished: float | None = None
-    """When the engine was done (None: no engine ran)."""
-    speakers: Speakers | None = None
-    """A diarized final's speakers, found on the engine's thread
-    (:meth:`StreamSession.speakers_of`); None: the commit finds them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Outbound:
-    """Messages a session decided together (their seqs given, to send in this
-    order) and where the stream stands after them. The caller saves the
-    checkpoint before it sends the first: that message as the checkpoint's
-    last, the others as its pending
-    (:meth:`~voxwire.workers.stream.checkpoints.StreamCheckpoint.ahead_of`)."""
-
-    messages: tuple[Message, ...]
-    resume: Resume
 
 
 class StreamSession:
@@ -182,6 +130,7 @@ class StreamSession:
         keep_audio: Callable[[ChunkDecoder, int], ChunkDecoder] | None = None,
         opus: OpusLibrary | None = None,
         tuning: LiveTuning = UNTUNED,
+        vad_factory: Callable[[], Vad] | None = None,
     ) -> None:
         """Raises ``InvalidSessionIdError`` (a ``ValueError``) for an unsafe ``sid``
         and :class:`ConfigError` for an unusable prompt.
@@ -193,6 +142,8 @@ class StreamSession:
         ``keep_audio`` wraps the chunk decoder (given its output's first sample): an archive.
         ``opus``: the libopus that decodes an Opus stream (None: FFmpeg's decoder).
         ``tuning``: how its finals are decoded (the worker's, :class:`LiveTuning`).
+        ``vad_factory``: a VAD for each channel after the first (``vad``'s), for a
+        stream with separate channels (needed then).
         """
         if first_seq < 1:
             raise ValueError(f"first_seq must be at least 1, not {first_seq}")
@@ -214,31 +165,37 @@ class StreamSession:
             finals=resume.finals if resume else (),
             task=config.task,
         )
+        if config.channels > 1 and vad_factory is None:
+            raise ValueError("a stream with separate channels needs a vad_factory")
         start = resume or Resume(first_seq)
-        first = start.chunk == 0
-        decoder = chunk_decoder(
-            config.encoding,
-            config.frame_ms,
-            sample_rate=config.sample_rate,
-            from_start=first,
+        decoders = stream_decoders(  # a resumed stream's first chunk comes whole
+            config,
+            first_sample=start.stream_sample - start.skip_samples,
+            from_start=start.chunk == 0,
+            keep_audio=keep_audio,
             opus=opus,
         )
-        if keep_audio is not None:  # a resumed stream's first chunk comes whole
-            decoder = keep_audio(decoder, start.stream_sample - start.skip_samples)
-        self._intake = StreamIntake(
-            self.sid,
-            config.endpointer,
-            vad,
-            origin_sample=start.stream_sample,
-            next_chunk=start.chunk,
-            skip_samples=start.skip_samples,
-            decoder=decoder,
-            lead_ms=tuning.lead_ms,
-        )
+        self._tracks = [
+            Track(
+                StreamIntake(
+                    self.sid,
+                    config.endpointer,
+                    vad if n == 0 or vad_factory is None else vad_factory(),
+                    origin_sample=start.stream_sample,
+                    next_chunk=start.chunk,
+                    skip_samples=start.skip_samples,
+                    decoder=decoder,
+                    lead_ms=tuning.lead_ms,
+                    track=n,
+                ),
+                (start.chunk, start.skip_samples, start.stream_sample),
+                label=config.labels[n] if config.labels else None,
+                resumed=start.tracks[n] if n < len(start.tracks) else start.stream_sample,
+            )
+            for n, decoder in enumerate(decoders)
+        ]
+        self._intake = self._tracks[0].intake  # the stream's chunks and time: the same in all
         self._queue = WorkQueue(None if on_queued is None else partial(on_queued, self.sid))
-        # (chunk, skip, stream sample) where the audio not covered by a final starts
-        self._settled = (start.chunk, start.skip_samples, start.stream_sample)
-        self._likely: tuple[int, int, str, Words] | None = None  # (start, end, text, words)
         self._finished = start.finished
         self._partials = PartialTally()
         self._speakers = StreamSpeakers(config.diarize, config.max_speakers, start.speakers)
@@ -246,7 +203,8 @@ class StreamSession:
         if resume is None:
             self._queue.put(ProgressWork(speech=False, stream_ms=0, decided_at=now()))
         else:
-            self._intake.ended = resume.finished
+            for track in self._tracks:
+                track.intake.ended = resume.finished
             if resume.pending:
                 self._queue.put(ReplayWork(resume.pending, now()))
 
@@ -254,8 +212,9 @@ class StreamSession:
 
     def resume_point(self) -> Resume:
         """Where the stream stands after everything returned so far."""
-        chunk, skip, sample = self._settled
+        chunk, skip, sample = min((t.settled for t in self._tracks), key=lambda p: p[2])
         prompts = self._builder.prompts if self._prompts_changed else None
+        tracks = tuple(t.settled[2] for t in self._tracks) if len(self._tracks) > 1 else ()
         return Resume(
             self._builder.next_seq,
             tuple(self._builder.finals),
@@ -266,6 +225,7 @@ class StreamSession:
             self._finished,
             prompts,
             self._speaker_state,
+            tracks,
         )
 
     @property
@@ -285,8 +245,8 @@ class StreamSession:
 
     @property
     def buffered_ms(self) -> int:
-        """Stream audio held for open and coming segments."""
-        return self._intake.buffered_ms
+        """Stream audio held for open and coming segments (the most of any channel)."""
+        return max(t.intake.buffered_ms for t in self._tracks)
 
     @property
     def ended(self) -> bool:
@@ -325,9 +285,15 @@ class StreamSession:
         """Take chunk ``chunk_seq`` and queue the work it made due (see
         :meth:`StreamIntake.push <voxwire.workers.stream.intake.StreamIntake.push>`
         for the chunk rules and the errors raised)."""
-        for work in self._intake.push(chunk_seq, pcm, received_at):
-            self._queue.put(work)
-        error = self._intake.take_decode_error()
+        refused: AudioError | None = None
+        for track in self._tracks:  # each takes the chunk (its channel), refused or not
+            try:
+                for work in track.intake.push(chunk_seq, pcm, received_at):
+                    self._queue.put(work)
+            except AudioError as exc:
+                refused = refused or exc
+        errors = [t.intake.take_decode_error() for t in self._tracks]
+        error = refused or next((e for e in errors if e is not None), None)
         if error is not None:  # its audio was replaced by silence and is queued
             raise error
 
@@ -336,8 +302,16 @@ class StreamSession:
         Its final is queued; run the queued work, then :meth:`finish`. While
         chunks wait for those before them the end waits too (:attr:`ended` stays
         False), unless ``give_up``. A second call does nothing."""
-        for work in self._intake.end(received_at, give_up=give_up):
-            self._queue.put(work)
+        for track in self._tracks:
+            for work in track.intake.end(received_at, give_up=give_up):
+                self._queue.put(work)
+
+    def flush(self, received_at: float) -> None:
+        """The client asked (at ``received_at``) for the open utterance now: its
+        final is queued (marked ``flushed``) and the stream goes on."""
+        for track in self._tracks:
+            for work in track.intake.flush(received_at):
+                self._queue.put(work)
 
     @property
     def end_waiting_since(self) -> float | None:
@@ -391,7 +365,9 @@ class StreamSession:
         chars = self._context_chars
         if chars <= 0 or not isinstance(work, FinalWork | LikelyFinalWork):
             return self.options
-        context = prompt_context((f.text for f in self._builder.finals), chars)
+        channel = self._channel(work.track)
+        finals = (f.text for f in self._builder.finals if f.channel == channel)
+        context = prompt_context(finals, chars)
         if not context:
             return self.options
         prompt = " ".join(filter(None, (self.options.initial_prompt, context)))
@@ -437,7 +413,7 @@ class StreamSession:
         text = self._builder.heard(outcome, work.vad_mean)
         words = words_of(outcome, work.start_ms) if text else ()
         if isinstance(work, LikelyFinalWork):
-            self._likely = (work.start_ms, work.end_ms, text, words)
+            self._tracks[work.track].likely = (work.start_ms, work.end_ms, text, words)
             if self._early_final(work, text):
                 return []  # the final, queued, goes out with this text
         if isinstance(work, FinalWork):
@@ -447,7 +423,7 @@ class StreamSession:
             self._partials.late += 1
             STREAM_PARTIALS.labels("superseded").inc()
             return []
-        self._partials.shown = (work.start_ms, work.end_ms)
+        self._tracks[work.track].shown = (work.start_ms, work.end_ms)
         return self._builder.partial(work.start_ms, work.end_ms, text, latency)
 
     def _early_final(self, work: LikelyFinalWork, text: str) -> bool:
@@ -455,7 +431,7 @@ class StreamSession:
         now, if the pause goes on; the final is queued (True) and needs no engine."""
         if not self._early or not text or not sounds_finished(text, self._builder.language):
             return False
-        early = self._intake.close_early(work.bounds, self._now())
+        early = self._tracks[work.track].intake.close_early(work.bounds, self._now())
         for item in early:
             self._queue.put(item)
         return bool(early)
@@ -463,8 +439,9 @@ class StreamSession:
     def _stale(self, work: PartialWork) -> bool:
         """A partial that finished after its segment's final, or after a newer
         partial of its segment (a final does not wait for its session's partial)."""
-        finalized = work.start_ms * SAMPLES_PER_MS < self._settled[2]
-        shown_start, shown_end = self._partials.shown
+        track = self._tracks[work.track]
+        finalized = work.start_ms * SAMPLES_PER_MS < track.settled[2]
+        shown_start, shown_end = track.shown
         return finalized or (shown_start == work.start_ms and shown_end >= work.end_ms)
 
     def _keep_language(self, segments: list[Segment]) -> None:
@@ -491,18 +468,27 @@ class StreamSession:
     def _final(
         self, work: FinalWork, text: str, words: Words, latency: LatencyData, decoded: Decoded
     ) -> list[Message]:
-        self._likely = None
+        track = self._tracks[work.track]
+        track.likely = None
         self._builder.end_segment()
-        self._settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
-        if not text:
+        track.settled = (*work.settled, work.end_ms * SAMPLES_PER_MS)
+        if not text or self._heard_before(work, text):
             return []
+        if track.label is not None:  # a channel of its own: its label says who spoke
+            channel = work.track + 1
+            return self._builder.final(
+                work.start_ms, work.end_ms, text, latency, words,
+                speaker=track.label, channel=channel, continues=work.continues,
+                flushed=work.reason == "flush",
+            )  # fmt: skip
         pieces, self._speaker_state = decoded.speakers or self._find_speakers(work, text)
         messages: list[Message] = []
         for n, one in enumerate(pieces):
             inside = words_between(words, one.start_ms, one.end_ms)
             messages += self._builder.final(
-                *one.span, latency, inside, speaker=one.speaker, continues=work.continues and not n
-            )
+                *one.span, latency, inside, speaker=one.speaker, continues=work.continues and not n,
+                flushed=work.reason == "flush" and n == len(pieces) - 1,
+            )  # fmt: skip
         return messages
 
     def speakers_of(self, work: Work, outcome: Outcome) -> Speakers | None:
@@ -535,9 +521,12 @@ class StreamSession:
             return self._out([])
         duration = self.stream_ms
         transcript = self._builder.transcript(duration)
+        if len(self._tracks) > 1:  # the channels' finals merged in time order
+            transcript = in_time_order(transcript)
         completed = self._progress(SessionStatus.COMPLETED, duration, speech=False)
         self._finished = True
-        self._settled = (self.next_chunk, 0, self._intake.samples)  # nothing after end()
+        for track in self._tracks:  # nothing after end()
+            track.settled = (self.next_chunk, 0, track.intake.samples)
         return self._out([transcript, completed])
 
     def error(self, exc: VoxwireError, *, fatal: bool = False) -> Outbound:
@@ -551,15 +540,36 @@ class StreamSession:
         message = self._builder.error(exc, fatal=fatal)
         if fatal:
             self._queue.close()
-            self._intake.fail()
+            for track in self._tracks:
+                track.intake.fail()
         return [message]
 
     def _out(self, messages: list[Message]) -> Outbound:
         return Outbound(tuple(messages), self.resume_point())
 
+    def _channel(self, track: int) -> int | None:
+        """The channel number (1, 2...) of a track's finals; None: a mono stream."""
+        return None if self._tracks[track].label is None else track + 1
+
+    def _heard_before(self, work: FinalWork, text: str) -> bool:
+        """A final of a channel that was decided before the session resumed here,
+        or one that only echoes another channel's (:func:`is_live_echo`)."""
+        track = self._tracks[work.track]
+        if (work.start_ms + work.end_ms) * SAMPLES_PER_MS // 2 < track.resumed:
+            return True
+        channel = self._channel(work.track)
+        if channel is None:
+            return False
+        final = TrackFinal(channel, work.start_ms, work.end_ms, text)
+        recent = self._builder.finals[-20:]
+        return is_live_echo(final, recent, self._level_db)
+
+    def _level_db(self, channel: int, start_ms: int, end_ms: int) -> float:
+        return self._tracks[channel - 1].intake.level_db(start_ms, end_ms)
+
     def _likely_text(self, work: FinalWork) -> tuple[str, Words] | None:
         """Text and words of the likely final with this final's bounds, if transcribed."""
-        likely = self._likely
+        likely = self._tracks[work.track].likely
         if likely and likely[:2] == (work.start_ms, work.end_ms):
             return likely[2], likely[3]
         return None

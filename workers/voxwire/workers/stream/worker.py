@@ -11,8 +11,9 @@ records (:mod:`voxwire.wire.records`):
 - :class:`~voxwire.wire.records.ClientPublish` of ``audio/<sid>/chunk/<n>`` from
   a device: chunk ``n`` in the stream's codec (PCM16LE 16 kHz mono, or one Opus
   packet: :mod:`voxwire.audio.codecs`); of ``audio/<sid>/control``:
-  ``{"type": "end"}``, or a change of the standing prompts
-  (:class:`voxwire_client.api.PromptChange`);
+  ``{"type": "end"}``, ``{"type": "flush"}`` (the open utterance's final now:
+  :meth:`~voxwire.workers.stream.session.StreamSession.flush`), or a change of
+  the standing prompts (:class:`voxwire_client.api.PromptChange`);
 - :class:`~voxwire.wire.records.PromptUpdate` from the gateway: a change of the
   standing prompts through the HTTP API, applied as a device's would be.
 
@@ -56,7 +57,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Literal
 
 from pydantic import ValidationError
 
@@ -78,7 +78,7 @@ from voxwire.workers.stream.outbox import Outbox
 from voxwire.workers.stream.scheduler import Idle, Scheduler
 from voxwire.workers.stream.session import Outbound, Resume, StreamSession, stream_config
 from voxwire.workers.vad import SileroVad, Vad
-from voxwire_client.api import PromptChange
+from voxwire_client.api import PromptChange, StreamControl
 from voxwire_client.options import RedactMode
 from voxwire_client.topics import parse_audio_topic
 
@@ -263,9 +263,12 @@ class StreamWorker:
             session.push(chunk, payload, now)
             return chunk
         control = parse_control(payload, session.sid) if isinstance(payload, bytes) else payload
-        if not isinstance(control, PromptChange):
+        if control is StreamControl.END:
             session.end(now)  # it waits while chunks before it are missing
             return sys.maxsize
+        if control is StreamControl.FLUSH:
+            session.flush(now)  # redelivered after a crash, it closes the same utterance
+            return session.next_chunk
         session.change_prompts(control.add, control.remove)
         # committed once a checkpoint after it (with the new prompts) is saved
         return session.next_chunk
@@ -360,6 +363,7 @@ class StreamWorker:
             stream_config(start.request),
             start.request.prompts,
             vad=self._vad_factory(),
+            vad_factory=self._vad_factory,  # each further channel's
             tuning=self._tuning,
             now=time.monotonic,
             resume=resume,
@@ -544,16 +548,17 @@ def _addressed(
     return audio.sid, audio.chunk, body.payload
 
 
-def parse_control(payload: bytes, sid: str) -> Literal["end"] | PromptChange:
+def parse_control(payload: bytes, sid: str) -> StreamControl | PromptChange:
     """What a device's ``audio/<sid>/control`` message asks: the end of the
-    stream, or a change of its standing prompts. Raises :class:`InvalidChunkError`."""
+    stream, a flush of its open utterance, or a change of its standing prompts.
+    Raises :class:`InvalidChunkError`."""
     try:
         body = json.loads(payload)
         kind = body.get("type")
     except (ValueError, AttributeError):
         kind = None
-    if kind == "end":
-        return "end"
+    if kind in tuple(StreamControl):
+        return StreamControl(kind)
     if kind == "prompts":
         try:
             return PromptChange.model_validate(body)
@@ -562,7 +567,8 @@ def parse_control(payload: bytes, sid: str) -> Literal["end"] | PromptChange:
                 f"unusable prompt change: {exc.errors()[0]['msg']}", sid=sid
             ) from exc
     raise InvalidChunkError(
-        'control messages are JSON: {"type": "end"} or {"type": "prompts", ...}', sid=sid
+        'control messages are JSON: {"type": "end"}, {"type": "flush"} or {"type": "prompts", ...}',
+        sid=sid,
     )
 
 
