@@ -73,6 +73,7 @@ def test_flat_toml_keys_and_group_tables(tmp_path: Path, monkeypatch: pytest.Mon
         "[listen]\nws_port = 9300\n[limits]\nrate_limit_burst = 7\n"
     )
     monkeypatch.setenv("VOXWIRE_WORKERS", "4")
+    monkeypatch.delenv("VOXWIRE_MQTT_PASSWORD", raising=False)  # the services' own, if loaded
     settings = load_settings(path, host="0.0.0.0")
     assert (settings.engine.name, settings.engine.model, settings.engine.workers) == (
         "whispercpp",

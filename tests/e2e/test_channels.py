@@ -135,3 +135,25 @@ def test_labels_for_another_number_of_channels_are_refused_with_the_reason(
         )
     assert response.status_code in (400, 422), response.text
     assert "separate" in response.json()["message"]
+
+
+def test_a_separate_channels_upload_transcribed_again_keeps_its_channels_and_labels(
+    platform: PlatformThread, tmp_path: Path
+) -> None:
+    call = two_party_call()
+    first, _ = upload_call(platform, tmp_path, call)
+    url = f"{platform.url}/v1/sessions/{first.sid}/retranscribe"
+    three = {"channels": "separate", "channel_labels": ["agent", "customer", "supervisor"]}
+    refused = httpx.post(url, json=three, headers={"Authorization": f"Bearer {platform.api_key}"})
+    assert refused.status_code == 400, refused.text
+    assert "channel_labels" in refused.json()["message"]
+    with Client(platform.url, platform.api_key, platform.mqtt_url) as client:
+        accepted = client.retranscribe(first.sid)
+        messages = client.wait_version(accepted)
+    again = next(m for m in messages if isinstance(m, TranscriptMessage))
+    assert again.version == 2 and again.segments
+    for segment in again.segments:  # labelled as the first version was, from its channel
+        assert segment.channel in (1, 2), segment
+        assert segment.speaker == LABELS[segment.channel - 1]
+        assert owner(segment.text, call.refs) == segment.channel - 1, segment
+    assert by_channel(again.segments) == by_channel(first.segments)

@@ -20,6 +20,10 @@ runs without the session's prompts: the matches stay those of version 1. A
 redacted session's stored audio has its redacted spans silenced
 (:mod:`voxwire.sessions.audio`): the new version is transcribed from that, never
 from a kept original, and its answer says so (``redacted_audio``).
+
+A session uploaded with separate channels is transcribed again channel by
+channel, with its labels, while its tracks are stored
+(:mod:`voxwire.sessions.retranscribe_channels`); otherwise the mix is.
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ from voxwire.sessions.audio import AUDIO_BLOB, read_redaction
 from voxwire.sessions.options import resolve
 from voxwire.sessions.pools import PoolCheck
 from voxwire.sessions.quotas import QuotaGuard
+from voxwire.sessions.retranscribe_channels import channels_again
 from voxwire.store import SessionRecord, Store
 from voxwire.wire.pools import Lane
 from voxwire.wire.records import FileJob
 from voxwire.wire.topics import REJOBS_TOPIC, RESULTS_TOPIC
 from voxwire_client.messages import ProgressMessage, SessionStatus, encode_message
+from voxwire_client.options import ChannelMode
 from voxwire_client.versions import RetranscribeAccepted, RetranscribeRequest
 
 _BYTES_PER_MS = 32  # 16 samples of 2 bytes
@@ -69,8 +75,13 @@ class RetranscribeService:
     ) -> RetranscribeAccepted:
         """Queue the next version of ``session`` (see the module doc)."""
         sid = session.sid
-        asked = request.model_copy(update={"language": request.language or session.language})
-        options = resolve(self._settings, tenant_name, asked)
+        channels = await channels_again(self._blobs, self._store, sid, request)
+        update: dict[str, object] = {"language": request.language or session.language}
+        if channels.track_keys:
+            update |= {"channels": ChannelMode.SEPARATE, "channel_labels": channels.labels}
+        else:
+            update |= {"channels": ChannelMode.MIXED, "channel_labels": None}
+        options = resolve(self._settings, tenant_name, request.model_copy(update=update))
         if self._pools is not None:
             await self._pools.require(options.model, Lane.AGAIN)
         stored = await asyncio.to_thread(self._blobs.names, sid, AUDIO_BLOB)
@@ -109,6 +120,7 @@ class RetranscribeService:
             sid=sid,
             tenant_id=reopened.tenant_id,
             audio_key=self._blobs.key(sid, AUDIO_BLOB),
+            track_keys=channels.track_keys,
             duration_ms=duration_ms,
             first_seq=first_seq + 1,
             version=reopened.version,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -43,6 +43,11 @@ class EngineOptions:
     vocabulary: tuple[str, ...] = ()
     """Words the session expects (names, product terms): they open the decoder's
     prompt (:attr:`prompt`), which makes the decoder write them as given."""
+    engine_fallback: bool = True
+    """whisper.cpp: let it decode a window again at higher temperatures (its
+    ``temperature_inc`` ladder, on entropy and log-probability thresholds);
+    False decodes at :attr:`temperature` only, as faster-whisper always does
+    here. The file loop guard turns it off for its own redecodes."""
 
     @property
     def prompt(self) -> str | None:
@@ -77,6 +82,19 @@ class Segment:
     """How sure the detection was (0 to 1); None when the language was given."""
     words: tuple[Word, ...] = ()
     """The segment's words in order; empty when word times were not asked for."""
+
+    def moved(self, offset_ms: int) -> Segment:
+        """This segment with its times, and its words', moved on by ``offset_ms``
+        (a piece of audio decoded on its own, placed in the whole)."""
+        if not offset_ms:
+            return self
+        words = tuple(
+            replace(w, start_ms=w.start_ms + offset_ms, end_ms=w.end_ms + offset_ms)
+            for w in self.words
+        )
+        return replace(
+            self, start_ms=self.start_ms + offset_ms, end_ms=self.end_ms + offset_ms, words=words
+        )
 
 
 SegmentCallback = Callable[[Segment], None]

@@ -281,6 +281,8 @@ class WhisperCppEngine:
         # "auto" on an English-only model makes whisper.cpp log an error.
         params.language = language if self.multilingual else "en"
         params.temperature = options.temperature
+        if not options.engine_fallback:  # one temperature: no ladder of its own
+            params.temperature_inc = 0.0
         params.translate = translate
         if options.prompt:  # after a space, as faster-whisper and Whisper's own code give it
             params.initial_prompt = " " + options.prompt.strip()

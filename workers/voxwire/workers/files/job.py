@@ -22,6 +22,7 @@ from voxwire.workers.engine import (
     EngineOptions,
     LanguageDetector,
     Segment,
+    SegmentCallback,
     TranscriptionAborted,
 )
 from voxwire.workers.files.loop_guard import LoopGuard
@@ -54,6 +55,21 @@ def detect_language(audio: Audio, engine: Engine, options: EngineOptions) -> tup
     return engine.detect_language(audio[max(0, start - _DETECT_MARGIN) :], options)
 
 
+def decode_file(
+    engine: Engine,
+    audio: Audio,
+    options: EngineOptions,
+    on_segment: SegmentCallback,
+    abort: Callable[[], bool] | None = None,
+) -> None:
+    """How a file's audio (a whole file, or one channel's turn) is decoded:
+    speech the decoder skipped is decoded again
+    (:mod:`voxwire.workers.files.skipped_speech`), and so is a window whose
+    decode looped (:mod:`voxwire.workers.files.loop_guard`); ``on_segment``
+    sees every segment kept, in order."""
+    transcribe_heard(LoopGuard(engine), audio, options, on_segment, abort)
+
+
 def speaker_turns(
     job: FileJob, audio: Audio, abort: Callable[[], bool] | None = None
 ) -> list[Turn] | None:
@@ -80,9 +96,8 @@ def run_file_job(
     With ``language`` "auto" the language is detected on the first speech, then
     kept for the whole file. With diarization the speaker turns are found first,
     and a segment in which the speaker changes is split there
-    (:mod:`voxwire.workers.speakers.files`). Speech the decoder skipped is
-    decoded again (:mod:`voxwire.workers.files.skipped_speech`), and so is a
-    window whose decode looped (:mod:`voxwire.workers.files.loop_guard`). The job's task
+    (:mod:`voxwire.workers.speakers.files`). The audio is decoded by
+    :func:`decode_file` (skipped speech and looping windows decoded again). The job's task
     (translate: the text in English) is the engine's, whatever ``options`` said."""
     options = replace(options, task=job.task.value)
     builder = TranscriptBuilder(
@@ -119,7 +134,7 @@ def run_file_job(
         if options.language in AUTO:
             builder.detected(*detect_language(audio, engine, options))
             options = replace(options, language=builder.language or "en")
-        transcribe_heard(LoopGuard(engine), audio, options, on_segment, abort)
+        decode_file(engine, audio, options, on_segment, abort)
     except TranscriptionAborted:
         raise  # the job goes back to the bus; its next run emits it all again
     except VoxwireError as exc:

@@ -15,7 +15,10 @@ reference decoding, with the rule of :mod:`voxwire.workers.loops`:
    session's prompt, which can feed a loop), until a decode does not loop;
    when all do, the one with the best mean word log-probability is kept, with
    its repeated runs cut to one phrase (:func:`~voxwire.workers.loops.cut_repeats`):
-   the repeated tail is never published;
+   the repeated tail is never published. The engine's own fallback (whisper.cpp's
+   temperature ladder) is off during a redecode: stacked on this one it nearly
+   doubled whisper.cpp's time on the looping call and raised its WER above no
+   guard at all;
 3. its segments are handed on (but the last one when the window ended inside
    it), and the decode goes on at temperature 0 from the end of the last one.
 
@@ -75,7 +78,7 @@ class _Held:
     segments: list[Segment] = field(default_factory=list)
 
     def take(self, segment: Segment) -> None:
-        self.segments.append(moved(segment, self.offset_ms))
+        self.segments.append(segment.moved(self.offset_ms))
         first = looping_from(self.segments)
         if first is not None:
             start = self.segments[first].start_ms
@@ -92,11 +95,14 @@ class _Held:
 
 
 class LoopGuard:
-    """``engine`` for files, with looping windows decoded again (module doc)."""
+    """``engine`` for files, with looping windows decoded again (module doc);
+    ``engine_fallback``: the engine's own temperature ladder runs during a
+    redecode too (:attr:`EngineOptions.engine_fallback`; off by default)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, engine_fallback: bool = False) -> None:
         self.engine = engine
         self.name = engine.name
+        self.engine_fallback = engine_fallback
 
     def transcribe(
         self,
@@ -148,10 +154,14 @@ class LoopGuard:
             prompt = options.initial_prompt if temperature < DROP_PROMPT_AT else None
             vocabulary = options.vocabulary if temperature < DROP_PROMPT_AT else ()
             again = replace(
-                options, temperature=temperature, initial_prompt=prompt, vocabulary=vocabulary
+                options,
+                temperature=temperature,
+                initial_prompt=prompt,
+                vocabulary=vocabulary,
+                engine_fallback=self.engine_fallback,
             )
             decoded = [
-                moved(s, start_ms) for s in self.engine.transcribe(window, again, None, abort)
+                s.moved(start_ms) for s in self.engine.transcribe(window, again, None, abort)
             ]
             if not loops(" ".join(s.text for s in decoded)):
                 return _kept(decoded, end_ms, audio.size // _PER_MS)
@@ -197,20 +207,4 @@ def _without_repeats(segments: list[Segment], before: Segment | None = None) -> 
 
 def hand_on_moved(hand_on: SegmentCallback, offset_ms: int) -> SegmentCallback:
     """``hand_on`` of each segment with its times moved on by ``offset_ms``."""
-    return lambda segment: hand_on(moved(segment, offset_ms))
-
-
-def moved(segment: Segment, offset_ms: int) -> Segment:
-    """``segment`` with its times (and its words') moved on by ``offset_ms``."""
-    if not offset_ms:
-        return segment
-    words = tuple(
-        replace(w, start_ms=w.start_ms + offset_ms, end_ms=w.end_ms + offset_ms)
-        for w in segment.words
-    )
-    return replace(
-        segment,
-        start_ms=segment.start_ms + offset_ms,
-        end_ms=segment.end_ms + offset_ms,
-        words=words,
-    )
+    return lambda segment: hand_on(segment.moved(offset_ms))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 
 from voxwire.audio.samples import SAMPLE_RATE, Audio
 from voxwire.workers.engine import Engine, EngineOptions, Segment, SegmentCallback
@@ -94,7 +93,7 @@ def transcribe_heard(
 
     def check(segment: Segment) -> None:
         nonlocal kept_end
-        moved = _moved(segment, offset)
+        moved = segment.moved(offset)
         start = moved.words[0].start_ms if moved.words else moved.start_ms
         if (
             retries < RETRIES
@@ -123,19 +122,3 @@ def transcribe_heard(
             kept_end / 1000, retries, RETRIES,
         )  # fmt: skip
         offset = kept_end
-
-
-def _moved(segment: Segment, offset_ms: int) -> Segment:
-    """``segment`` with its times (and its words') moved on by ``offset_ms``."""
-    if not offset_ms:
-        return segment
-    words = tuple(
-        replace(w, start_ms=w.start_ms + offset_ms, end_ms=w.end_ms + offset_ms)
-        for w in segment.words
-    )
-    return replace(
-        segment,
-        start_ms=segment.start_ms + offset_ms,
-        end_ms=segment.end_ms + offset_ms,
-        words=words,
-    )

@@ -4,8 +4,8 @@ own, and the finals of all tracks are published in time order, each with its
 
 Each track keeps only its speech (:func:`voxwire.workers.channels.speech_only`,
 Silero VAD), grouped into turns (:func:`~voxwire.workers.channels.turns`), each
-decoded as any file is (skipped speech decoded again:
-:mod:`voxwire.workers.files.skipped_speech`); its finals are held until every
+decoded as any file is (:func:`~voxwire.workers.files.job.decode_file`:
+skipped speech and looping windows decoded again); its finals are held until every
 track is done, echoes of another channel are dropped
 (:func:`~voxwire.workers.channels.drop_echoes`), and the rest go out in time
 order through the session's one :class:`~voxwire.workers.transcript.TranscriptBuilder`,
@@ -33,8 +33,7 @@ from voxwire.workers.channels import (
     turns,
 )
 from voxwire.workers.engine import Engine, EngineOptions, Segment, TranscriptionAborted
-from voxwire.workers.files.job import AUTO, Emit, detect_language
-from voxwire.workers.files.skipped_speech import transcribe_heard
+from voxwire.workers.files.job import AUTO, Emit, decode_file, detect_language
 from voxwire.workers.transcript import TranscriptBuilder, words_of
 from voxwire.workers.vad import FRAME_MS, SileroVad, speech_probabilities
 from voxwire_client.messages import SessionStatus
@@ -135,5 +134,5 @@ def _transcribe_tracks(
                     heard.append(TrackFinal(channel, at + segment.start_ms, end, text, words))
                 emit(builder.file_progress(SessionStatus.TRANSCRIBING, done + end, total_ms))
 
-            transcribe_heard(engine, stretch, options, on_segment, abort)
+            decode_file(engine, stretch, options, on_segment, abort)
     return heard
