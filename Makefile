@@ -96,6 +96,11 @@ bench: $(STAMP) services
 	$(BIN)/python benchmarks/bench_redaction.py
 	$(BIN)/python benchmarks/bench_load.py
 	$(BIN)/python benchmarks/bench_load.py --mode distributed
+	$(BIN)/python benchmarks/bench_tenants.py
+	$(BIN)/python benchmarks/bench_telephone.py
+	$(BIN)/python benchmarks/bench_channels.py
+	$(BIN)/python benchmarks/bench_loops.py
+	$(BIN)/python benchmarks/bench_two_party.py
 
 # the OCI image, from Debian packages (mmdebstrap) and the pinned wheels, packed by umoci
 image: $(STAMP)
