@@ -6,8 +6,9 @@ what an upload with ``diarize`` runs) on:
 
 - the real two-speaker recording of ``../shared/eval`` with an RTTM reference
   (``pyannote_sample``);
-- a call of two synthetic voices (espeak-ng ``en-us`` and ``en-us+f3``, a man's
-  and a woman's, the lines of :data:`LINES`), when espeak-ng is installed;
+- calls of two synthetic voices (espeak-ng ``en-us`` and ``en-us+f3``, a man's
+  and a woman's; and ``en-us`` with ``en-us+f4``, the e2e tests' pair), the
+  lines of :data:`LINES`, when espeak-ng is installed;
 - calls made here: alternating turns of two clearly different voices of the
   eval set (:data:`VOICES`: a man reading LibriVox, the woman of LJ Speech;
   the man of the MFA corpus, the woman of LibriSpeech speaker 1995), 0.4 s
@@ -19,7 +20,13 @@ sends) and with ``min_speakers = max_speakers = 2``. DER is pyannote.metrics'
 with a 250 ms collar, overlap scored (there is none in the made calls).
 ``--thresholds`` adds columns for other clustering thresholds.
 
-    .venv/bin/python benchmarks/bench_two_party.py [--thresholds 0.5,0.7]
+``--path upload`` measures instead what a user gets (:mod:`bench_two_party_upload`):
+each call uploaded as a file (16 kHz PCM WAV and 8 kHz mu-law WAV) to an embedded
+platform with ``diarize`` on and no bounds, the finals' ``speaker`` labels scored
+(:mod:`evaluation.speaker_attribution`), next to the component's DER on the
+samples the upload decodes.
+
+    .venv/bin/python benchmarks/bench_two_party.py [--thresholds 0.5,0.7] [--path upload]
 """
 
 from __future__ import annotations
@@ -73,6 +80,8 @@ LINES = [
     "Great, thank you very much.",
 ]
 SYNTHETIC = ("en-us", "en-us+f3")
+TEST_VOICES = ("en-us", "en-us+f4")
+"""The voices of the e2e tests' calls (``tests/workers/speech.py``)."""
 TURN_S = 4.0
 """The longest turn cut from a recording."""
 
@@ -110,9 +119,11 @@ def made_call(name: str, turns: int = 12) -> Call:
     return Call(name, np.concatenate(parts).astype(np.float32), reference)
 
 
-def synthetic_call() -> Call | None:
-    """:data:`LINES` said in turn by the two voices of :data:`SYNTHETIC`; None
-    without espeak-ng."""
+def synthetic_call(
+    voices: tuple[str, str] = SYNTHETIC, name: str = "espeak-man+woman"
+) -> Call | None:
+    """:data:`LINES` said in turn by the two espeak-ng ``voices`` (default
+    :data:`SYNTHETIC`); None without espeak-ng."""
     if shutil.which("espeak-ng") is None:
         return None
     parts: list[Audio] = []
@@ -121,13 +132,13 @@ def synthetic_call() -> Call | None:
     with tempfile.TemporaryDirectory() as folder:
         for k, line in enumerate(LINES):
             wav = Path(folder) / f"{k}.wav"
-            voice = SYNTHETIC[k % 2]
+            voice = voices[k % 2]
             subprocess.run(["espeak-ng", "-v", voice, "-w", str(wav), line], check=True)
             piece = decode(wav.read_bytes()).samples
             reference[Segment(at, at + len(piece) / SAMPLE_RATE)] = voice
             parts += [piece, np.zeros(int(GAP_S * SAMPLE_RATE), np.float32)]
             at += len(piece) / SAMPLE_RATE + GAP_S
-    return Call("espeak-man+woman", np.concatenate(parts).astype(np.float32), reference)
+    return Call(name, np.concatenate(parts).astype(np.float32), reference)
 
 
 def real_calls() -> list[Call]:
@@ -152,10 +163,20 @@ def der(call: Call, turns: list[Turn]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--thresholds", default="", help="comma-separated clustering thresholds")
+    parser.add_argument(
+        "--path", choices=("component", "upload"), default="component",
+        help="upload: through an embedded platform, as a user uploads the call",
+    )  # fmt: skip
     args = parser.parse_args()
     calls = real_calls() + [made_call(name) for name in VOICES]
-    synthetic = synthetic_call()
-    calls += [synthetic] if synthetic else []
+    for voices, name in ((SYNTHETIC, "espeak-man+woman"), (TEST_VOICES, "espeak-us+f4")):
+        synthetic = synthetic_call(voices, name)
+        calls += [synthetic] if synthetic else []
+    if args.path == "upload":
+        from bench_two_party_upload import run_uploads
+
+        run_uploads(calls)
+        return
     encoder = shared_encoder()
     variants = [("now", DiarizationOptions())] + [
         (f"threshold {t}", DiarizationOptions(threshold=float(t)))

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from tests.bus.test_kafka_bus import FAST, Kafka
+from tests.bus.test_kafka_bus import BOOTSTRAP, FAST, Kafka
 from voxwire.audio.decoding import Audio, float32_to_pcm16le
 from voxwire.blobs import LocalBlobStore
 from voxwire.bus import Bus
@@ -36,8 +36,6 @@ from voxwire.workers.engine import EngineOptions, Segment, SegmentCallback, Tran
 from voxwire.workers.files.worker import FileWorker
 
 pytestmark = pytest.mark.timeout(240)
-
-BOOTSTRAP = os.environ.get("VOXWIRE_KAFKA_BOOTSTRAP", "localhost:9092")
 
 
 class PacedEngine:

@@ -150,5 +150,5 @@ def test_a_card_number_answering_the_segment_before_is_redacted() -> None:
     assert transcript.text == "Can you confirm the card number on the account? " + (
         "Yes, it is [ACCOUNT_NUMBER],"
     )
-    dumped = " ".join(m.model_dump_json() for m in out)
+    dumped = " ".join(m.model_dump_json(exclude={"ts"}) for m in out)  # a time may hold 111
     assert "111" not in dumped
