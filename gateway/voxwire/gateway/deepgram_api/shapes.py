@@ -91,10 +91,10 @@ class SpeechStarted(_Shape):
     timestamp: float
 
 
-class StreamMetadata(_Shape):
-    """The last message of a live connection: what was heard."""
+class FileMetadata(_Shape):
+    """What was heard: a pre-recorded answer's ``metadata``, and (as
+    :class:`StreamMetadata`) a live connection's last message."""
 
-    type: Literal["Metadata"] = "Metadata"
     transaction_key: str = "deprecated"
     request_id: str
     sha256: str
@@ -103,6 +103,12 @@ class StreamMetadata(_Shape):
     channels: int
     models: list[str]
     model_info: dict[str, ModelInfo]
+
+
+class StreamMetadata(FileMetadata):
+    """The last message of a live connection: what was heard."""
+
+    type: Literal["Metadata"] = "Metadata"
 
 
 class StreamError(_Shape):
@@ -174,17 +180,6 @@ class Utterance(_Shape):
 class FileResults(_Shape):
     channels: list[FileChannel]
     utterances: list[Utterance] | None = None
-
-
-class FileMetadata(_Shape):
-    transaction_key: str = "deprecated"
-    request_id: str
-    sha256: str
-    created: str
-    duration: float
-    channels: int
-    models: list[str]
-    model_info: dict[str, ModelInfo]
 
 
 class FileResponse(_Shape):

@@ -82,6 +82,20 @@ def speaker_turns(
     return diarize(audio, shared_encoder(), options, abort=abort)
 
 
+def job_builder(job: FileJob, options: EngineOptions) -> TranscriptBuilder:
+    """The builder of ``job``'s messages (its seqs, version, redaction and prompts)."""
+    return TranscriptBuilder(
+        job.sid,
+        language=None if options.language in AUTO else options.language,
+        model=job.model,
+        redact=job.redact,
+        prompts=job.prompts,
+        first_seq=job.first_seq,
+        task=job.task,
+        version=job.version,
+    )
+
+
 def run_file_job(
     job: FileJob,
     audio: Audio,
@@ -100,16 +114,7 @@ def run_file_job(
     :func:`decode_file` (skipped speech and looping windows decoded again). The job's task
     (translate: the text in English) is the engine's, whatever ``options`` said."""
     options = replace(options, task=job.task.value)
-    builder = TranscriptBuilder(
-        job.sid,
-        language=None if options.language in AUTO else options.language,
-        model=job.model,
-        redact=job.redact,
-        prompts=job.prompts,
-        first_seq=job.first_seq,
-        task=job.task,
-        version=job.version,
-    )
+    builder = job_builder(job, options)
     emit(builder.file_progress(SessionStatus.TRANSCRIBING, 0, job.duration_ms))
 
     turns: list[Turn] | None = None

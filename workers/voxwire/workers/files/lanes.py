@@ -85,9 +85,10 @@ class JobLanes:
         self._read_ahead = read_ahead
         self._fair: FairQueue[Record] = FairQueue(in_arrival_order=not fair)
         self._running: Counter[str] = Counter()
-        self._held: set[tuple[int, int]] = set()
-        """(partition, offset) of the uploads read and not finished: a record the bus
-        delivers again after a rebalance gave its partition back is not run twice."""
+        self._held: dict[tuple[int, int], str] = {}
+        """The tenant of each upload read and not finished, by (partition, offset): a
+        record the bus delivers again after a rebalance gave its partition back is
+        not run twice."""
         self._changed = asyncio.Event()
         self._room = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
@@ -109,7 +110,7 @@ class JobLanes:
     def finished(self, record: Record) -> None:
         """An upload handed out by :meth:`next` is over (done, failed or handed back):
         the next job of its session may run."""
-        self._held.discard((record.partition, record.offset))
+        self._held.pop((record.partition, record.offset), None)
         self._running[record.key] -= 1
         if self._running[record.key] <= 0:
             del self._running[record.key]
@@ -147,11 +148,11 @@ class JobLanes:
     def _next_upload(self) -> Record | None:
         while (record := self._fair.pop(running=self._running)) is not None:
             self._room.set()
-            JOBS_WAITING.labels(tenant=job_tags(record)[0]).dec()
+            JOBS_WAITING.labels(tenant=self._held[record.partition, record.offset]).dec()
             if self.uploads.owns(record.partition):
                 self._running[record.key] += 1
                 return record
-            self._held.discard((record.partition, record.offset))  # its new owner runs it
+            del self._held[record.partition, record.offset]  # its new owner runs it
         return None
 
     async def _read(self) -> None:
@@ -167,8 +168,8 @@ class JobLanes:
                 if not self._takes(record):
                     await commit_or_warn(self.uploads, [record])
                     continue
-                self._held.add((record.partition, record.offset))
                 tenant, cost = job_tags(record)
+                self._held[record.partition, record.offset] = tenant
                 self._fair.push(record, tenant=tenant, session=record.key, cost_s=cost)
                 JOBS_WAITING.labels(tenant=tenant).inc()
             self._changed.set()

@@ -33,7 +33,7 @@ from voxwire.workers.channels import (
     turns,
 )
 from voxwire.workers.engine import Engine, EngineOptions, Segment, TranscriptionAborted
-from voxwire.workers.files.job import AUTO, Emit, decode_file, detect_language
+from voxwire.workers.files.job import AUTO, Emit, decode_file, detect_language, job_builder
 from voxwire.workers.transcript import TranscriptBuilder, words_of
 from voxwire.workers.vad import FRAME_MS, SileroVad, speech_probabilities
 from voxwire_client.messages import SessionStatus
@@ -57,16 +57,7 @@ def run_tracks_job(
     does, and an ``abort`` raises :class:`TranscriptionAborted` the same way."""
     options = replace(options, task=job.task.value)
     labels = job.channel_labels or default_channel_labels(len(tracks))
-    builder = TranscriptBuilder(
-        job.sid,
-        language=None if options.language in AUTO else options.language,
-        model=job.model,
-        redact=job.redact,
-        prompts=job.prompts,
-        first_seq=job.first_seq,
-        task=job.task,
-        version=job.version,
-    )
+    builder = job_builder(job, options)
     total_ms = job.duration_ms * len(tracks)
     emit(builder.file_progress(SessionStatus.TRANSCRIBING, 0, total_ms))
     try:
