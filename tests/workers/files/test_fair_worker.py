@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from prometheus_client import REGISTRY
 
 from tests.bus.test_kafka_bus import BOOTSTRAP, FAST, Kafka
 from voxwire.audio.decoding import Audio, float32_to_pcm16le
@@ -37,16 +38,26 @@ from voxwire.workers.files.worker import FileWorker
 
 pytestmark = pytest.mark.timeout(240)
 
+JOBS = "voxwire_jobs_waiting"
+
 
 class PacedEngine:
     """Takes ``seconds`` per job and notes, in order, the sessions it ran."""
 
     name = "paced"
 
-    def __init__(self, seconds: float, ran: list[str], sessions: dict[int, str]) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        ran: list[str],
+        sessions: dict[int, str],
+        start_when: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """``start_when``: the first job waits (up to 30 s) until it holds."""
         self.seconds = seconds
         self.ran = ran
         self.sessions = sessions
+        self.start_when = start_when
         self._lock = threading.Lock()
 
     def transcribe(
@@ -56,6 +67,10 @@ class PacedEngine:
         on_segment: SegmentCallback | None = None,
         abort: Callable[[], bool] | None = None,
     ) -> list[Segment]:
+        waited = time.monotonic() + 30
+        while not self.start_when() and time.monotonic() < waited:
+            time.sleep(0.01)
+        self.start_when = lambda: True
         deadline = time.monotonic() + self.seconds
         while time.monotonic() < deadline:
             if abort is not None and abort():
@@ -152,10 +167,19 @@ async def test_on_kafka_a_stopped_worker_loses_no_backlog_and_its_successor_stay
     kafka.groups.extend(f"{namespace}.workers{suffix}" for suffix in ("", REJOBS_SUFFIX))
     jobs, ran_one, ran_two = Jobs(tmp_path), [], []
     buses = [NamespacedBus(KafkaBus(kafka.bootstrap, options=FAST), namespace + ".") for _ in "12"]
+
+    def read_ahead() -> bool:
+        """Worker two holds every job worker one did not run (on a loaded machine
+        Kafka hands the partitions over a fetch at a time; fairness is over what
+        a worker has read)."""
+        waiting = sum(REGISTRY.get_sample_value(JOBS, {"tenant": t}) or 0 for t in "ab")
+        return waiting >= 40 - len(ran_one) - 1
+
     one, two = (
-        FileWorker(bus, jobs.blobs, [PacedEngine(0.15, ran, jobs.sessions)], EngineOptions(),
-                   group="workers", drain_s=0)
-        for bus, ran in zip(buses, (ran_one, ran_two), strict=True)
+        FileWorker(bus, jobs.blobs, [PacedEngine(0.15, ran, jobs.sessions, start)],
+                   EngineOptions(), group="workers", drain_s=0)
+        for bus, ran, start in zip(buses, (ran_one, ran_two), (lambda: True, read_ahead),
+                                   strict=True)
     )  # fmt: skip
     tasks = [asyncio.create_task(one.run())]
     try:

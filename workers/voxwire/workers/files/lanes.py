@@ -180,5 +180,7 @@ class JobLanes:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+        for tenant, count in self._fair.backlog().items():  # left to the bus
+            JOBS_WAITING.labels(tenant=tenant).dec(count)
         await self.uploads.close()
         await self.rejobs.close()
