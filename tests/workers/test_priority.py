@@ -17,10 +17,15 @@ def _nice_of(tid: int) -> int:
 
 
 def _threads_at(nice: int) -> set[int]:
-    """This process's threads whose nice value is ``nice``."""
+    """This process's threads whose nice value is ``nice`` (one that ends while
+    they are read is left out)."""
     found = set()
     for task in Path("/proc/self/task").iterdir():
-        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
         if int(fields[16]) == nice:  # field 19 of stat: nice
             found.add(int(task.name))
     return found
