@@ -14,6 +14,20 @@ from tests.models.conftest import Converted, convert_all
 from voxwire.core.config import Settings
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run ``any_engine`` suites on the default engine only (see ``platform``)."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        second_engine = callspec is not None and callspec.params.get("platform") == (
+            "embedded-whispercpp"
+        )
+        (dropped if second_engine and item.get_closest_marker("any_engine") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Never touch the user's config; share one model cache per run."""
@@ -58,7 +72,8 @@ def platform(
     """The whole platform, in each mode and with each engine: the end-to-end
     suite runs against all three (the distributed mode runs the same worker
     code as the embedded one, so it runs with the default engine only:
-    faster-whisper)."""
+    faster-whisper). Suites marked ``any_engine`` check what no engine changes
+    (access, bad input, stores, exports): they skip the second engine."""
     if request.param == "distributed":
         distributed = DistributedPlatform(
             tmp_path_factory.mktemp("distributed"), max_audio_s="90", max_upload_mb="8"

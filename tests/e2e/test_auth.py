@@ -12,7 +12,7 @@ from evaluation.corpus import EVAL_DIR
 from tests.helpers import Listener, PlatformThread
 from voxwire_client.topics import session_filter
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.any_engine]
 
 
 @pytest.mark.parametrize(

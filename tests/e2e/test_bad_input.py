@@ -14,7 +14,7 @@ from tests.helpers import Listener, PlatformThread
 from voxwire.text.standing_prompts import MAX_PROMPTS
 from voxwire_client.topics import session_filter
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.any_engine]
 
 
 def _post(platform: PlatformThread, name: str, data: bytes, **form: str) -> httpx.Response:

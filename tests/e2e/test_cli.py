@@ -19,7 +19,7 @@ from voxwire.cli.installation import installation_name
 from voxwire.core.config import Settings
 from voxwire_client.config import ClientConfig, installations, save_config
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.any_engine]
 
 
 def _voxwire(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -23,7 +23,7 @@ from voxwire_client._mqtt import mqtt_username
 from voxwire_client.api import QueryResult
 from voxwire_client.topics import query_request_topic, query_result_topic
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.any_engine]
 JFK = EVAL_DIR / "audio" / "whisper_jfk.flac"
 Platform = PlatformThread | DistributedPlatform
 

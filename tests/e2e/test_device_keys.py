@@ -22,7 +22,7 @@ from voxwire_client.api import GetTranscript, OpenStream, SearchQuery
 from voxwire_client.messages import is_terminal, parse_message
 from voxwire_client.topics import session_filter
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.any_engine]
 
 _RUN = secrets.token_hex(3)
 

@@ -27,7 +27,7 @@ from voxwire.store import SessionRecord, Store
 from voxwire_client import Client
 from voxwire_client.messages import SegmentData, SegmentMessage, SessionStatus, WordData
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.any_engine]
 JFK = EVAL_DIR / "audio" / "whisper_jfk.flac"
 Platform = PlatformThread | DistributedPlatform
 

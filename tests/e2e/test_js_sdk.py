@@ -14,7 +14,7 @@ import pytest
 from evaluation.corpus import corpus_wer, eval_items
 from tests.helpers import PlatformThread
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.any_engine]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "client-sdk" / "js" / "examples" / "transcribe.mjs"
 

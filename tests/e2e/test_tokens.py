@@ -14,7 +14,7 @@ from evaluation.distributed import DistributedPlatform
 from tests.helpers import Listener, PlatformThread
 from voxwire_client.topics import session_filter
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.any_engine]
 
 
 def _post(
