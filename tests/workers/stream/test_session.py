@@ -892,6 +892,33 @@ def test_a_stream_resumed_after_any_checkpoint_repeats_and_loses_nothing() -> No
         before += len(out.messages)
 
 
+def test_a_stream_taken_over_after_an_early_final_still_marks_its_continuation() -> None:
+    """The worker dies right after an early final went out; the speaker goes
+    on within the silence window; its successor (from the checkpoint, through
+    its encoding) marks the next final ``continues`` as the first would have."""
+    silence = np.zeros(SAMPLE_RATE, dtype=np.float32)
+    audio = np.concatenate([silence, tone(2.0), silence[:6400], tone(1.2), silence, silence])
+    config = StreamConfig(endpointing=Endpointing(policy="fast"))
+    whole: list[Message] = []
+    first = OneStream(
+        "s1", WordsEngine(), EngineOptions(), config, (), whole.append,
+        vad=EnergyVad(), now=Clock(),
+    )  # fmt: skip
+    feed(first, audio, Clock())
+    assert [f.segment.continues for f in of_type(whole, "final")] == [False, True]
+    (early,) = [o for o in first.sent if any(m.type == "final" for m in o.messages)][:1]
+    saved = StreamCheckpoint.decode(StreamCheckpoint.ahead_of(b"start", early).encode())
+    resumed: list[Message] = []
+    successor = OneStream(
+        "s1", WordsEngine(), EngineOptions(), config, (), resumed.append,
+        vad=EnergyVad(), now=Clock(), resume=saved.resume,
+    )  # fmt: skip
+    feed(successor, audio, Clock())
+    (after,) = of_type(resumed, "final")
+    assert after.segment.continues
+    assert after.segment.start_ms >= of_type(whole, "final")[0].segment.end_ms
+
+
 def test_prompts_changed_mid_stream_apply_from_the_next_final_and_survive_a_resume() -> None:
     out: list[Message] = []
     clock = Clock()

@@ -12,7 +12,10 @@ with the audio still in the Kafka log.
 :class:`RedisCheckpoints` keeps them in Redis (distributed mode), one key per
 session (``<prefix>:stream:<sid>``, expiring ``ttl_s`` after the last save);
 :class:`MemoryCheckpoints` in the process (embedded mode, where no other
-worker could take over).
+worker could take over). A Redis that restarts (a rolling update, a failover)
+is waited out: a command that meets a dropped or refused connection is tried
+again with backoff (:data:`REDIS_RETRIES`), so the streams of every worker do
+not fail, and their workers exit, at the first dropped connection.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 from pydantic import TypeAdapter
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from voxwire.core.errors import VoxwireError
@@ -34,6 +39,9 @@ from voxwire_client.messages import Message, SegmentData, encode_message, parse_
 _FINALS = TypeAdapter(tuple[SegmentData, ...])
 _PROMPTS = TypeAdapter(tuple[PromptSpec, ...])
 DEFAULT_TTL_S = 24 * 3600
+REDIS_RETRIES = 14
+"""Tries again of a command that met a connection or timeout error: with the
+backoff (0.1 s doubling to 2 s) about 20 s, longer than a Redis restart."""
 
 
 class CheckpointError(VoxwireError):
@@ -73,6 +81,7 @@ class StreamCheckpoint:
             "prompts": None if r.prompts is None else [p.model_dump() for p in r.prompts],
             "speakers": [list(s) for s in r.speakers],
             "tracks": list(r.tracks),
+            "early": [None if e is None else list(e) for e in r.early],
             "last": encode_message(self.last).decode() if self.last else None,
             "done": self.done,
         }
@@ -98,6 +107,9 @@ class StreamCheckpoint:
                     for label, total, weight in body.get("speakers", ())
                 ),
                 tracks=tuple(int(t) for t in body.get("tracks", ())),
+                early=tuple(
+                    None if e is None else (int(e[0]), int(e[1])) for e in body.get("early", ())
+                ),
             )
             last = parse_message(body["last"]) if body["last"] else None
             return cls(base64.b64decode(body["start"]), resume, last, bool(body["done"]))
@@ -145,7 +157,12 @@ class RedisCheckpoints:
         cls, url: str, *, prefix: str = "vx", ttl_s: int = DEFAULT_TTL_S, timeout: float = 5.0
     ) -> RedisCheckpoints:
         """Checkpoints on the Redis at ``url``; connections are made lazily."""
-        client = aioredis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        client = aioredis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), REDIS_RETRIES),
+        )
         return cls(client, prefix=prefix, ttl_s=ttl_s)
 
     def key(self, sid: str) -> str:

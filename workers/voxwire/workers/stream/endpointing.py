@@ -248,13 +248,30 @@ class _Open:
 class Endpointer:
     """Turns per-frame speech probabilities of one stream into segment events."""
 
-    def __init__(self, config: EndpointConfig | None = None, *, start_ms: int = 0) -> None:
-        """``start_ms``: the stream time of the first frame (a resumed stream's)."""
+    def __init__(
+        self,
+        config: EndpointConfig | None = None,
+        *,
+        start_ms: int = 0,
+        early: tuple[int, int] | None = None,
+    ) -> None:
+        """``start_ms``: the stream time of the first frame (a resumed stream's);
+        ``early``: the :attr:`early` close it resumes after."""
         self.config = config or EndpointConfig()
         self._now_ms = start_ms  # end of the last frame seen
         self._last_end_ms = start_ms  # end of the last segment handed out
         self._open: _Open | None = None
-        self._early: tuple[int, int] | None = None  # an early close: (its pause, its utterance)
+        self._early = early  # an early close: (its pause, its utterance)
+
+    @property
+    def early(self) -> tuple[int, int] | None:
+        """The last early close that speech may still go on with: (the stream
+        time its pause began, its utterance's start); kept in a resume point, so
+        a stream taken over right after an early final still marks its
+        continuation."""
+        if self._early is None or self._now_ms - self._early[0] >= self.config.min_silence_ms:
+            return None
+        return self._early
 
     @property
     def now_ms(self) -> int:

@@ -190,14 +190,18 @@ class StreamIntake:
         decoder: ChunkDecoder | None = None,
         lead_ms: int = 0,
         track: int = 0,
+        early: tuple[int, int] | None = None,
     ) -> None:
-        """``track``: the channel this intake hears (0 for a mono stream), on its work."""
+        """``track``: the channel this intake hears (0 for a mono stream), on its work;
+        ``early``: the early close a resumed stream may go on with (:attr:`early`)."""
         self.sid = sid
         self.track = track
         self._lead_ms = max(0, lead_ms)  # kept before a final
         self._vad = vad
         self._decoder = decoder or Pcm16Decoder()
-        self._endpointer = Endpointer(endpointing, start_ms=origin_sample // SAMPLES_PER_MS)
+        self._endpointer = Endpointer(
+            endpointing, start_ms=origin_sample // SAMPLES_PER_MS, early=early
+        )
         self._splitter = FrameSplitter(FRAME_SAMPLES, start_sample=origin_sample)
         max_seconds = 2 * endpointing.max_segment_s + 10 + self._lead_ms / 1000
         self._buffer = SegmentBuffer(max_seconds=max_seconds, start_sample=origin_sample)
@@ -216,6 +220,11 @@ class StreamIntake:
     def stream_ms(self) -> int:
         """Stream time at the end of the audio accepted so far."""
         return self.samples // SAMPLES_PER_MS
+
+    @property
+    def early(self) -> tuple[int, int] | None:
+        """The early close speech may still go on with (see ``Endpointer.early``)."""
+        return self._endpointer.early
 
     @property
     def buffered_ms(self) -> int:

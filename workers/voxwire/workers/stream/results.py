@@ -42,6 +42,10 @@ class Resume:
     """With separate channels: the stream sample each channel is settled to (the
     point above is the earliest of them); a channel's finals before its own are
     not decided again."""
+    early: tuple[tuple[int, int] | None, ...] = ()
+    """Per channel, the early close its speech may still go on with (ms: where
+    the pause began, where the utterance began); () when none: a worker that
+    takes the stream over marks the next final ``continues`` as this one would."""
 
 
 Outcome = list[Segment] | BaseException | None

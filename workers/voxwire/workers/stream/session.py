@@ -187,6 +187,7 @@ class StreamSession:
                     decoder=decoder,
                     lead_ms=tuning.lead_ms,
                     track=n,
+                    early=start.early[n] if n < len(start.early) else None,
                 ),
                 (start.chunk, start.skip_samples, start.stream_sample),
                 label=config.labels[n] if config.labels else None,
@@ -215,6 +216,7 @@ class StreamSession:
         chunk, skip, sample = min((t.settled for t in self._tracks), key=lambda p: p[2])
         prompts = self._builder.prompts if self._prompts_changed else None
         tracks = tuple(t.settled[2] for t in self._tracks) if len(self._tracks) > 1 else ()
+        early = tuple(t.intake.early for t in self._tracks)
         return Resume(
             self._builder.next_seq,
             tuple(self._builder.finals),
@@ -226,6 +228,7 @@ class StreamSession:
             prompts,
             self._speaker_state,
             tracks,
+            early if any(early) else (),
         )
 
     @property
