@@ -1,9 +1,8 @@
-"""An OpenAI request follows its session in the store until the session ends:
-:func:`finished` waits for the transcript (a failed session is an
-:class:`~voxwire.gateway.openai_api.errors.OpenAIError`), :func:`text_events`
-yields a text delta for each final segment as it is stored, then the whole
-text. The store is where both modes record every message of a session, so a
-gateway follows sessions that any worker transcribes."""
+"""An OpenAI request follows its session in the store until the session ends
+(:mod:`voxwire.sessions.follow`): :func:`finished` waits for the transcript (a
+failed session is an :class:`~voxwire.gateway.openai_api.errors.OpenAIError`),
+:func:`text_events` yields a text delta for each final segment as it is
+stored, then the whole text."""
 
 from __future__ import annotations
 
@@ -12,42 +11,32 @@ from collections.abc import AsyncIterator
 
 from voxwire.gateway.openai_api.errors import SERVER_ERROR, OpenAIError
 from voxwire.gateway.openai_api.shapes import TextDelta, TextDone
+from voxwire.sessions import follow
 from voxwire.store import SessionRecord, Store
 from voxwire_client.messages import ErrorMessage, SegmentMessage, SessionStatus, TranscriptMessage
 
-POLL_S = 0.1
-"""How often the store is asked while a session runs."""
 MAX_WAIT_S = 3600.0
 """The longest a request waits for its session (longer: a 504; the session goes on)."""
 
 
-async def finished(
-    store: Store, sid: str, *, poll_s: float = POLL_S, max_wait_s: float = MAX_WAIT_S
-) -> SessionRecord:
+async def finished(store: Store, sid: str, *, max_wait_s: float = MAX_WAIT_S) -> SessionRecord:
     """The session once it has completed; OpenAIError when it failed or ran too long."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_wait_s
-    while True:
-        session = await store.get_session(sid)
-        if session is not None and session.status.terminal:
-            return _completed(session)
-        if loop.time() > deadline:
-            raise _too_long(sid, max_wait_s)
-        await asyncio.sleep(poll_s)
+    session = await follow.finished(store, sid, max_wait_s=max_wait_s)
+    if session is None:
+        raise _too_long(sid, max_wait_s)
+    return _completed(session)
 
 
 async def text_events(
-    store: Store, sid: str, *, poll_s: float = POLL_S, max_wait_s: float = MAX_WAIT_S
+    store: Store, sid: str, *, max_wait_s: float = MAX_WAIT_S
 ) -> AsyncIterator[TextDelta | TextDone]:
     """Each final segment's text as it is stored, then the whole text; OpenAIError
     (raised from the iterator) when the session failed or ran too long."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_s
-    after, said, whole = 0, False, None
-    while True:
-        session = await store.get_session(sid)  # before the messages: none is missed
-        for message in await store.messages_after(sid, after):
-            after = max(after, message.seq)
+    said, whole = False, None
+    async for step in follow.follow(store, sid):
+        for message in step.messages:
             if isinstance(message, SegmentMessage) and message.type == "final":
                 text = message.segment.text.strip()
                 if text:
@@ -57,12 +46,11 @@ async def text_events(
                 whole = message.text
             elif isinstance(message, ErrorMessage) and message.fatal:
                 raise _failed(sid, message.code, message.message)
-        if session is not None and session.status.terminal:
-            yield TextDone(text=_completed(session).text if whole is None else whole)
+        if step.session is not None and step.terminal:
+            yield TextDone(text=_completed(step.session).text if whole is None else whole)
             return
         if loop.time() > deadline:
             raise _too_long(sid, max_wait_s)
-        await asyncio.sleep(poll_s)
 
 
 def _completed(session: SessionRecord) -> SessionRecord:

@@ -19,7 +19,6 @@ Deepgram's body). Errors are Deepgram's (:mod:`voxwire.gateway.deepgram_api.erro
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import mimetypes
 import struct
@@ -41,6 +40,7 @@ from voxwire.gateway.deepgram_api.errors import (
 )
 from voxwire.gateway.deepgram_api.params import DeepgramRequest, RawAudio, file_request
 from voxwire.gateway.deepgram_api.prerecorded import file_response
+from voxwire.sessions import follow
 from voxwire.sessions.languages import choose
 from voxwire.sessions.uploads import Upload
 from voxwire.sessions.views import transcript_of
@@ -53,7 +53,6 @@ router = APIRouter(tags=["deepgram"])
 
 SESSION_HEADER = "X-Voxwire-Session"
 PATH = "/v1/listen"
-POLL_S = 0.1
 MAX_WAIT_S = 3600.0
 """The longest a request waits for its transcript (longer: a 504; the session goes on)."""
 
@@ -148,20 +147,15 @@ def wav(data: bytes, raw: RawAudio) -> bytes:
 
 async def _finished(store: Store, sid: str) -> SessionRecord:
     """The session once it has completed; DeepgramError when it failed or ran too long."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + MAX_WAIT_S
-    while True:
-        session = await store.get_session(sid)
-        if session is not None and session.status is SessionStatus.FAILED:
-            reason = session.error_message or "no reason given"
-            raise DeepgramError(500, f"session {sid} failed: {reason}", "INTERNAL_SERVER_ERROR")
-        if session is not None and session.status.terminal:
-            return session
-        if loop.time() > deadline:
-            raise DeepgramError(
-                504,
-                f"session {sid} is still running after {MAX_WAIT_S:.0f} s; fetch its "
-                f"transcript later from /v1/sessions/{sid}/transcript",
-                "TIMEOUT",
-            )
-        await asyncio.sleep(POLL_S)
+    session = await follow.finished(store, sid, max_wait_s=MAX_WAIT_S)
+    if session is None:
+        raise DeepgramError(
+            504,
+            f"session {sid} is still running after {MAX_WAIT_S:.0f} s; fetch its "
+            f"transcript later from /v1/sessions/{sid}/transcript",
+            "TIMEOUT",
+        )
+    if session.status is SessionStatus.FAILED:
+        reason = session.error_message or "no reason given"
+        raise DeepgramError(500, f"session {sid} failed: {reason}", "INTERNAL_SERVER_ERROR")
+    return session

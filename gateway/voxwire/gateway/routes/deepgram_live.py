@@ -49,6 +49,7 @@ from voxwire.gateway.deepgram_api.live import LiveAudioError, LiveConnection
 from voxwire.gateway.deepgram_api.params import live_request
 from voxwire.gateway.deepgram_api.shapes import LiveMessage
 from voxwire.gateway.routes.deepgram import CALLBACKS_REFUSED, PATH, SESSION_HEADER
+from voxwire.sessions import follow
 from voxwire.sessions.languages import choose
 from voxwire.wire.records import ClientPublish
 from voxwire.wire.topics import AUDIO_TOPIC
@@ -209,22 +210,20 @@ async def _follow(
     gateway: Gateway, link: _Link, connection: LiveConnection, ended: asyncio.Event
 ) -> None:
     """Send the session's messages as Deepgram's until it ends; then ``Metadata``, and close."""
-    store, sid = gateway.ctx.store, connection.sid
+    sid = connection.sid
     loop = asyncio.get_running_loop()
-    after, deadline = 0, None
-    while True:
-        session = await store.get_session(sid)  # before the messages: none is missed
-        for message in await store.messages_after(sid, after):
-            after = max(after, message.seq)
+    deadline = None
+    async for step in follow.follow(gateway.ctx.store, sid, poll_s=POLL_S):
+        for message in step.messages:
             await link.send(connection.translate(message))
-        if session is not None and session.status.terminal:
+        if step.session is not None and step.terminal:
+            session = step.session
             break
         if ended.is_set():
             deadline = deadline or loop.time() + FINISH_S
             if loop.time() > deadline:
                 await link.close(SERVER_ERROR, f"the stream did not finish in {FINISH_S:.0f} s")
                 return
-        await asyncio.sleep(POLL_S)
     if session.status is SessionStatus.FAILED:
         await link.close(SERVER_ERROR, f"session {sid} failed: {session.error_message or ''}")
         return
