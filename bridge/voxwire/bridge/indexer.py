@@ -8,7 +8,11 @@ delays delivery to subscribers. Each batch is grouped by session and written
 with one update per session; indexing is idempotent (by segment and window
 index), so a redelivered batch changes nothing. A commit the bus refuses (Kafka
 rebalancing the group as a bridge joins or leaves) is only logged: a later
-commit covers the batch, or it is delivered again.
+commit covers the batch, or it is delivered again. A batch the index or the
+store cannot take now (a cluster restarting) is written again after a wait
+that doubles up to ``retry_s[1]``, uncommitted meanwhile: an outage of the
+search cluster delays indexing and never stops the bridge, whose relay shares
+the process.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from voxwire.bus import Bus, Record, commit_or_warn
-from voxwire.search import SegmentIndex
+from voxwire.core.errors import StoreError
+from voxwire.search import SearchIndexError, SegmentIndex
 from voxwire.store import SessionRecord
 from voxwire.wire.topics import RESULTS_TOPIC, WINDOWS_TOPIC
 from voxwire.wire.windows import TextWindow, windows_of
@@ -32,6 +37,8 @@ log = logging.getLogger(__name__)
 
 INDEXER_GROUP = "voxwire-indexer"
 WINDOW_INDEXER_GROUP = "voxwire-window-indexer"
+RETRY_S = (1.0, 30.0)
+"""The first and the longest wait before a refused batch is written again."""
 
 
 class SessionLookup(Protocol):
@@ -40,12 +47,19 @@ class SessionLookup(Protocol):
 
 class SegmentIndexer:
     def __init__(
-        self, bus: Bus, sessions: SessionLookup, index: SegmentIndex, *, batch_size: int = 500
+        self,
+        bus: Bus,
+        sessions: SessionLookup,
+        index: SegmentIndex,
+        *,
+        batch_size: int = 500,
+        retry_s: tuple[float, float] = RETRY_S,
     ) -> None:
         self._bus = bus
         self._sessions = sessions
         self._index = index
         self._batch_size = batch_size
+        self._retry_s = retry_s
         self.indexed = 0
         self.windows_indexed = 0
 
@@ -61,10 +75,27 @@ class SegmentIndexer:
         try:
             while True:
                 records = await subscription.next_batch(self._batch_size)
-                await index(records)
+                await self._until_written(topic, index, records)
                 await commit_or_warn(subscription, records)
         finally:
             await subscription.close()
+
+    async def _until_written(
+        self, topic: str, index: Callable[[list[Record]], Awaitable[None]], records: list[Record]
+    ) -> None:
+        """``index(records)``, again after a wait while the index or the store refuses."""
+        wait, longest = self._retry_s
+        while True:
+            try:
+                await index(records)
+                return
+            except (SearchIndexError, StoreError) as exc:
+                log.warning(
+                    "indexer: %d records of %s not written (%s); again in %.1f s",
+                    len(records), topic, exc, wait,
+                )  # fmt: skip
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, longest)
 
     async def _segments(self, records: list[Record]) -> None:
         finals: dict[str, list[SegmentData]] = defaultdict(list)

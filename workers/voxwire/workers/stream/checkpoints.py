@@ -14,8 +14,8 @@ session (``<prefix>:stream:<sid>``, expiring ``ttl_s`` after the last save);
 :class:`MemoryCheckpoints` in the process (embedded mode, where no other
 worker could take over). A Redis that restarts (a rolling update, a failover)
 is waited out: a command that meets a dropped or refused connection is tried
-again with backoff (:data:`REDIS_RETRIES`), so the streams of every worker do
-not fail, and their workers exit, at the first dropped connection.
+again with backoff (:data:`REDIS_RETRIES`), rather than failing the streams
+of every worker, and ending the workers, at the first dropped connection.
 """
 
 from __future__ import annotations

@@ -216,7 +216,6 @@ class StreamSession:
         chunk, skip, sample = min((t.settled for t in self._tracks), key=lambda p: p[2])
         prompts = self._builder.prompts if self._prompts_changed else None
         tracks = tuple(t.settled[2] for t in self._tracks) if len(self._tracks) > 1 else ()
-        early = tuple(t.intake.early for t in self._tracks)
         return Resume(
             self._builder.next_seq,
             tuple(self._builder.finals),
@@ -228,7 +227,7 @@ class StreamSession:
             prompts,
             self._speaker_state,
             tracks,
-            early if any(early) else (),
+            tuple(t.intake.early for t in self._tracks),
         )
 
     @property
