@@ -8,11 +8,13 @@ from datetime import UTC, datetime
 from voxwire.access.control import AccessControl
 from voxwire.access.keys import KeyGrant
 from voxwire.bus import Bus
+from voxwire.core.errors import VoxwireError
 from voxwire.store import SessionRecord, Store, Tenant
 from voxwire.store.base import SessionKind
+from voxwire.wire.records import GATEWAY_SEQ
 from voxwire.wire.topics import RESULTS_TOPIC
 from voxwire_client.api import PromptSpec, RedactMode
-from voxwire_client.messages import Message, SessionStatus, encode_message
+from voxwire_client.messages import ErrorMessage, Message, SessionStatus, encode_message
 from voxwire_client.topics import new_sid
 
 
@@ -30,7 +32,9 @@ async def open_session(
 ) -> str:
     """Create a queued session of ``tenant`` (``sid``: its id, else a new one),
     opened with ``key`` (recorded), and let the tenant reach its topics (and a
-    device key that opened it)."""
+    device key that opened it). A session whose topics cannot be opened (the
+    broker restarting) is failed in the store, with the error, before the error
+    is raised: it never stays queued with nothing to run it."""
     sid = sid or new_sid()
     await store.create_session(
         SessionRecord(
@@ -45,7 +49,15 @@ async def open_session(
         ),
         redact,
     )
-    await access.grant_session(tenant.id, sid, key.key_id if key and key.device else None)
+    try:
+        await access.grant_session(tenant.id, sid, key.key_id if key and key.device else None)
+    except VoxwireError as exc:
+        exc.sid = sid
+        failed = ErrorMessage(
+            sid=sid, seq=GATEWAY_SEQ, code=exc.code, message=exc.message, hint=exc.hint
+        )
+        await store.record_message(failed)
+        raise
     return sid
 
 
