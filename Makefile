@@ -11,17 +11,21 @@ JS_STAMP := $(JS)/node_modules/.installed
 # `serial` (they stop or freeze a shared server) run alone afterwards
 TEST_WORKERS ?= 2
 
-.PHONY: run test test-js web lint typecheck layers pytest bench contract models clean help services services-stop run-distributed helm image
+.PHONY: run test test-js web lint typecheck layers pytest bench chaos contract models clean help services services-stop run-distributed helm image image-gpu image-check
 
 help:
 	@echo "make run     start voxwire (embedded: broker, workers, gateway, web app) in the foreground"
 	@echo "make test    lint, type-check and run the whole test suite"
 	@echo "make bench   print figures: raw engine vs pipeline, bridge vs MQTT ceiling, streams, VAD"
+	@echo "make chaos   chaos soak (not in make test): faults injected into the distributed platform"
+	@echo "             under load, then an audit; it RESTARTS the servers of scripts/services.sh env"
 	@echo "make contract  regenerate the AsyncAPI document and JSON Schemas"
 	@echo "make services  start Mosquitto, Kafka, PostgreSQL, Redis, OpenSearch (loopback)"
 	@echo "make services-stop  stop them"
 	@echo "make run-distributed  gateway, worker and bridge on those services"
 	@echo "make image   build the OCI image (all roles) into .cache/image"
+	@echo "make image-gpu  the same with CUDA 12's cuBLAS, for GPU worker pools"
+	@echo "make image-check  build the image and transcribe a clip through it (podman)"
 	@echo "make helm    lint and render the Helm chart, every object checked against the Kubernetes API types"
 
 $(STAMP): pyproject.toml client-sdk/python/pyproject.toml
@@ -102,9 +106,27 @@ bench: $(STAMP) services
 	$(BIN)/python benchmarks/bench_loops.py
 	$(BIN)/python benchmarks/bench_two_party.py
 
+# the chaos soak: two of each role under streams, uploads and searches while kill -9, SIGTERM,
+# server restarts and a frozen worker are injected (docs/benchmarks.md); not part of `make test`
+# or `make bench`: it restarts the servers that `scripts/services.sh env` names, so point
+# VOXWIRE_SERVICES_DIR and the ports at a set nobody else uses. CHAOS_ARGS: e.g. --duration-s 120
+CHAOS_ARGS ?=
+chaos: $(STAMP) services
+	$(BIN)/voxwire models install
+	set -a && eval "$$(scripts/services.sh env)" && set +a && $(BIN)/python benchmarks/bench_chaos.py $(CHAOS_ARGS)
+
 # the OCI image, from Debian packages (mmdebstrap) and the pinned wheels, packed by umoci
 image: $(STAMP)
 	scripts/image.sh build
+
+# the GPU variant (tag <version>-gpu): the same tree and CUDA 12's cuBLAS (the gpu extra)
+image-gpu: $(STAMP)
+	scripts/image.sh build --gpu
+
+# what .ci/run does after the tests: build the image, run it read-only and transcribe through it
+image-check: $(STAMP)
+	scripts/image.sh build
+	scripts/image.sh smoke
 
 # helm and the manifest validator are built from the Go module proxy into .cache/tools
 helm:

@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.deploy.chart import (
     CHART,
@@ -214,6 +215,30 @@ def test_gpu_pods_request_gpus_and_tolerate_gpu_nodes(name: str) -> None:
             else:
                 assert gpus == {"requests": None, "limits": None}, where
     assert gpu_pods == (1 if name == "gpu" else 0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gpu_pods_run_the_gpu_image(name: str) -> None:
+    """A pool with GPUs runs the GPU variant (``make image-gpu``: CUDA's cuBLAS inside),
+    init container included; every other pod the plain image."""
+    rendered = render(name)
+    plain = f"voxwire/voxwire:{app_version()}"
+    seen = set()
+    for where, pod in rendered.pod_specs():
+        gpus = any(
+            c["resources"].get("limits", {}).get("nvidia.com/gpu") for c in pod["containers"]
+        )
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            if container["image"].startswith("voxwire/"):
+                wanted = f"{plain}-gpu" if gpus else plain
+                assert container["image"] == wanted, where
+                seen.add(container["image"])
+    assert seen == ({plain, f"{plain}-gpu"} if name == "gpu" else {plain})
+
+
+def app_version() -> str:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    return str(chart["appVersion"])
 
 
 @pytest.mark.parametrize("name", NAMES)

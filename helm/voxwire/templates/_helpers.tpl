@@ -44,6 +44,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{- /* a worker pool's image: the GPU variant (the tag with image.gpuTagSuffix) when the
+pool has GPUs, for the CUDA libraries it loads; dict "root" . "pool" $pool */}}
+{{- define "voxwire.poolImage" -}}
+{{- $gpu := gt (int (.pool.gpus | default 0)) 0 -}}
+{{- printf "%s%s" (include "voxwire.image" .root) (ternary .root.Values.image.gpuTagSuffix "" $gpu) -}}
+{{- end -}}
+
 {{- define "voxwire.secretName" -}}
 {{- default (printf "%s-settings" (include "voxwire.fullname" .)) .Values.existingSecret -}}
 {{- end -}}

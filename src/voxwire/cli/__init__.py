@@ -6,6 +6,7 @@ import typer
 
 from voxwire.cli import (
     contract_cmd,
+    devices,
     keys,
     models,
     retranscribe,
@@ -31,6 +32,7 @@ app.command("transcribe")(transcribe.transcribe)
 app.command("stream")(stream.stream)
 app.command("retranscribe")(retranscribe.retranscribe)
 app.command("contract")(contract_cmd.contract)
+app.command("devices")(devices.devices)
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")
 app.add_typer(tenants.app, name="tenants")

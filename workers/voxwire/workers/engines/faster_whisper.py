@@ -17,7 +17,6 @@ encoded on a short window (``EngineOptions.window_s``, :mod:`.windowed`).
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -40,15 +39,13 @@ from voxwire.workers.engine import (
     clean_text,
     fit_words,
 )
+from voxwire.workers.engines.cuda_libraries import CUBLAS, load
 from voxwire.workers.engines.device import Accelerators, Device, choose_device
 from voxwire.workers.engines.windowed import looped, window_frames, windowed_model
 
-CUBLAS = "libcublas.so.12"
-"""The cuBLAS the pinned CTranslate2 (4.8.5) loads on CUDA: CUDA 12's."""
 CUDA_FIX = (
-    "give CTranslate2 CUDA 12's cuBLAS and cuDNN 9 (e.g. pip install nvidia-cublas-cu12 "
-    "nvidia-cudnn-cu12, their lib folders on LD_LIBRARY_PATH), or run engine=whispercpp "
-    "built with scripts/build-cuda.sh"
+    "give CTranslate2 CUDA 12's cuBLAS (pip install 'voxwire[gpu]', or the GPU image: "
+    "make image-gpu), or run engine=whispercpp built with scripts/build-cuda.sh"
 )
 SAMPLING_SEED = 0
 """CTranslate2's random seed, set before each decode at a temperature above 0."""
@@ -63,10 +60,9 @@ def accelerators() -> Accelerators:
     count = int(ctranslate2.get_cuda_device_count())
     problem = ""
     if count:
-        try:
-            ctypes.CDLL(CUBLAS)
-        except OSError as exc:
-            problem = f"CTranslate2 {ctranslate2.__version__} needs {CUBLAS}: {exc}"
+        cublas = load(CUBLAS)
+        if not cublas.found:
+            problem = f"CTranslate2 {ctranslate2.__version__} needs {CUBLAS}: {cublas.error}"
     gpus = tuple(f"CUDA device {i}" for i in range(count))
     return Accelerators("faster-whisper", True, gpus, problem, CUDA_FIX)
 
@@ -149,7 +145,7 @@ class FasterWhisperEngine:
 
     def _try_the_device(self) -> None:
         """Transcribe a second of silence, so that CUDA libraries CTranslate2 loads
-        only when it first computes (cuBLAS, cuDNN) are found now, at start-up."""
+        only when it first computes (cuBLAS) are found now, at start-up."""
         try:
             self.transcribe(np.zeros(SAMPLE_RATE, np.float32), EngineOptions(language="en"))
         except EngineError as exc:
