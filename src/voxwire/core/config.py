@@ -23,6 +23,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
                  webhook_ttl_h, webhook_timeout_s, webhook_retry_s, webhook_retry_max_s,
                  webhook_interval_s
     .security    token_secret, hook_secret, redact, redact_tenants, redact_names,
+                 redact_places,
                  webhook_allow (voxwire.core.webhook_settings)
     .servers     the distributed mode's: mqtt_url, mqtt_ca_file, ws_url,
                  mqtt_username, mqtt_password, kafka_bootstrap, postgres_dsn,
@@ -231,6 +232,11 @@ class SecuritySettings(BaseModel):
         default=False,
         description="redaction finds people's names too (PERSON, a spaCy NER model loaded "
         "once per worker: about 2 s and 30 MB)",
+    )
+    redact_places: bool = Field(
+        default=False,
+        description="redaction finds places too (LOCATION: cities, countries, regions, "
+        "buildings; the same model as redact_names, run once for both)",
     )
     webhook_allow: WebhookAllow = Field(default=(), description=ALLOW_DESCRIPTION)
 

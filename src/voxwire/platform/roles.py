@@ -212,7 +212,8 @@ async def start_worker(
     and a file worker of its own; and where the engines run (:func:`engine_device`).
     ``model_path``: the default model's file or folder, instead of its name."""
     settings = adapters.settings
-    await asyncio.to_thread(find_names, settings.security.redact_names)
+    security = settings.security
+    await asyncio.to_thread(find_names, security.redact_names, security.redact_places)
     bus = await adapters.bus()
     streaming = settings.engine.worker_kind != "files"
     checkpoints = await adapters.checkpoints() if streaming else None  # Redis, in distributed

@@ -141,6 +141,9 @@ class Tail:
 
     words: tuple[str, ...] = ()
     digits: int = 0
+    said: str = ""
+    """The end of the text said so far, as written (:func:`voxwire.text.names.context_of`):
+    what the names model reads before the next final."""
 
 
 def runs(text: str) -> list[Run]:

@@ -95,8 +95,11 @@ com" until "dot" is said (outside an email statement), and the street name of
 an address until its street type is said (outside "I live at ...").
 
 People's names (``PERSON``) are found too where the ``redact_names`` setting
-is on (off by default; :func:`find_names`): by spaCy's small English NER model
-(:mod:`voxwire.text.names`), loaded once per worker, on finals and partials.
+is on, and places (``LOCATION``) where ``redact_places`` is (both off by
+default; :func:`find_names`): by spaCy's small English NER model
+(:mod:`voxwire.text.names`), loaded once per worker, on finals and partials,
+each read after the end of the finals before it (:attr:`Tail.said`), so that
+"my name is John" | "Smith, ..." hides "Smith" too.
 
 Counts per entity type are kept (``voxwire_redactions_total`` in
 :mod:`voxwire.core.metrics`); the original text is never logged.
@@ -104,6 +107,7 @@ Counts per entity type are kept (``voxwire_redactions_total`` in
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Sequence
@@ -118,7 +122,7 @@ from voxwire.text.heard import (
     spelled_ibans,
     statement_values,
 )
-from voxwire.text.names import NameFinder
+from voxwire.text.names import NameFinder, context_of
 from voxwire.text.normalization import normalize
 from voxwire.text.number_runs import Tail, personal_runs, tail_of
 from voxwire.text.words import Replacement, redact_words
@@ -129,7 +133,7 @@ MIN_SCORE = 0.4
 CONTEXT_BOOST = 0.35  # presidio's default context similarity factor
 CONTEXT_WORDS_BEFORE = 6
 CONTEXT_SCORE = 0.85  # a number in a context: below a recognizer's validated find
-NAME_SCORE = 0.85  # a person's name, as the names model finds it
+NAME_SCORE = 0.85  # a person's name or a place, as the names model finds it
 NO_TAIL = Tail()
 
 _STREET_TYPES = "|".join(STREET_TYPES)
@@ -171,7 +175,8 @@ class _Piece:
 class Redactor:
     """Finds and redacts personal data; build once (loading the recognizers
     takes about a second) and share: it keeps no state between calls.
-    ``names``: people's names are found too (``PERSON``)."""
+    ``names``: people's names (``PERSON``) and places (``LOCATION``) are found
+    too, those its finder finds."""
 
     def __init__(self, min_score: float = MIN_SCORE, names: NameFinder | None = None) -> None:
         self._recognizers = _recognizers()
@@ -201,7 +206,8 @@ class Redactor:
             for s in spans
         ]
         if self._names is not None:
-            found += [Finding("PERSON", n.start, n.end, NAME_SCORE) for n in self._names.find(text)]
+            named = self._names.find(text, before.said)
+            found += [Finding(n.entity, n.start, n.end, NAME_SCORE) for n in named]
         pieces = _spoken_view(text)
         view = "".join(p.text for p in pieces)
         if view != text:
@@ -257,7 +263,7 @@ class Redactor:
     def tail(text: str, before: Tail = NO_TAIL) -> Tail:
         """What the final ``text`` hands to the session's next final (it
         followed one that ended with ``before``)."""
-        return tail_of(text, before)
+        return dataclasses.replace(tail_of(text, before), said=context_of(text, before.said))
 
     def _analyze(self, view: str, pieces: Sequence[_Piece] | None) -> list[Finding]:
         """Findings in ``view``, mapped back through ``pieces`` (None: ``view``
@@ -282,25 +288,28 @@ class Redactor:
 @dataclass
 class _Choice:
     names: bool = False
+    places: bool = False
 
 
 _CHOSEN = _Choice()
 
 
-def find_names(on: bool) -> None:
+def find_names(on: bool, places: bool = False) -> None:
     """Whether this process's redactor finds people's names (the ``redact_names``
-    setting, given when a worker starts); on, the model is loaded now, once."""
-    if on != _CHOSEN.names:
-        _CHOSEN.names = on
+    setting, given when a worker starts) and places (``redact_places``); either
+    on, the model is loaded now, once."""
+    if (on, places) != (_CHOSEN.names, _CHOSEN.places):
+        _CHOSEN.names, _CHOSEN.places = on, places
         redactor.cache_clear()
-    if on:
+    if on or places:
         redactor()
 
 
 @functools.cache
 def redactor() -> Redactor:
     """The process's redactor, built on first use (with :func:`find_names`'s choice)."""
-    return Redactor(names=NameFinder() if _CHOSEN.names else None)
+    names, places = _CHOSEN.names, _CHOSEN.places
+    return Redactor(names=NameFinder(names=names, places=places) if names or places else None)
 
 
 def _in_context(recognizer: Any, words: list[tuple[int, str]], start: int) -> bool:

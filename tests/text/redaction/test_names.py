@@ -8,7 +8,7 @@ import pytest
 
 from evaluation.corpus import eval_with_text
 from evaluation.redaction.names import NAMES, score_names
-from voxwire.text.names import NameFinder
+from voxwire.text.names import CONTEXT_CHARS, NameFinder
 from voxwire.text.redaction import Redactor, find_names, redactor
 from voxwire_client.api import RedactMode
 from voxwire_client.messages import WordData
@@ -61,3 +61,40 @@ def test_the_process_redactor_finds_names_once_they_are_turned_on() -> None:
     finally:
         find_names(False)
     assert redactor().redact(said, RedactMode.ENTITY) == said
+
+
+def test_a_name_begun_in_the_final_before_is_found_in_the_next(names: NameFinder) -> None:
+    redactor_ = Redactor(names=names)
+    first = "Hello, my name is John."
+    second = "Smith, and I'm calling about my account."
+    assert redactor_.redact(second, RedactMode.ENTITY) == second  # alone: no name in it
+    before = Redactor.tail(first)
+    assert before.said == first
+    assert redactor_.redact(second, RedactMode.ENTITY, before=before) == (
+        "[PERSON], and I'm calling about my account."
+    )
+    assert redactor_.redact(second[:20], RedactMode.ENTITY, partial=True, before=before).startswith(
+        "[PERSON]"
+    )  # its partials too
+    # what the final before said is not found again: it was redacted with its own final
+    assert names.find("and I'm calling.", before="This is John Smith") == []
+
+
+def test_the_text_before_is_the_end_of_the_finals_so_far() -> None:
+    tail = Redactor.tail("Quilter.", Redactor.tail("My name is Peter"))
+    assert tail.said == "My name is Peter Quilter."
+    long = Redactor.tail("word " * 100)
+    assert len(long.said) <= CONTEXT_CHARS and long.said.startswith("word")
+
+
+def test_places_are_found_only_where_they_are_asked_for() -> None:
+    text = "I moved from Leeds to Springfield, Illinois last year, John said."
+    places = NameFinder(names=False, places=True)
+    assert places.entities == {"LOCATION"}
+    assert Redactor(names=places).redact(text, RedactMode.ENTITY) == (
+        "I moved from [LOCATION] to [LOCATION], [LOCATION] last year, John said."
+    )
+    both = NameFinder(places=True)
+    assert Redactor(names=both).redact(text, RedactMode.ENTITY) == (
+        "I moved from [LOCATION] to [LOCATION], [LOCATION] last year, [PERSON] said."
+    )

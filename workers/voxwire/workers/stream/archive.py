@@ -7,11 +7,22 @@ and, for Opus, decoding; 16 kHz mono PCM16LE). As the stream goes, every
 :data:`PART_SECONDS` of it is written as a part, ``<sid>/live.<first sample>.pcm``;
 once the stream has ended, the last part is written and the parts are joined
 into ``<sid>/audio.pcm`` (what uploads keep too), then deleted. A worker holds
-at most a part's worth (30 s: 960 KB) of each stream's audio. A redacted
+at most a part's worth (30 s: 960 KB) of each stream's audio (a redacted
+stream's, one part more while its finals settle: see below). A redacted
 stream's ``audio.pcm`` has its redacted spans silenced, from the times of the
 redacted words of its finals, and its audio as recorded is kept only with
-``keep_original_audio`` (:mod:`voxwire.sessions.audio`); its parts, as
-recorded, live only while the stream does.
+``keep_original_audio`` (:mod:`voxwire.sessions.audio`).
+
+A redacted stream's parts are never written in clear (unless it keeps its
+audio as recorded: then the parts are that audio, and ``unredacted.pcm`` is
+joined from them). A part that filled up waits in the worker until the
+stream's finals are settled past its end (the resume point's sample, plus
+:data:`~voxwire.audio.silencing.REDACTION_PAD_MS` for the padding of a
+redacted word just after it), then is written with the redacted words of
+those finals silenced (:func:`silenced_part`), as ``audio.pcm`` will be; the
+last parts, at the end, the same. So a worker holds a part and the few
+seconds a final takes to settle; audio is lost only as before, when a worker
+dies with audio it had not written.
 
 A stream taken over by another worker (:mod:`voxwire.workers.stream.worker`)
 goes on from its resume point: that worker's parts start there. Parts are
@@ -29,13 +40,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 
 from voxwire.audio.codecs import ChunkDecoder
 from voxwire.audio.decoding import SAMPLE_RATE, Audio, float32_to_pcm16le
+from voxwire.audio.silencing import REDACTION_PAD_MS, padded
 from voxwire.blobs import BlobStore
 from voxwire.core.errors import AudioError, VoxwireError
 from voxwire.sessions.audio import AUDIO_BLOB, Redaction, store_redacted
+from voxwire.text.redacted_times import redacted_spans
+from voxwire_client.messages import SegmentData
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +57,12 @@ PART_SECONDS = 30
 """Audio per part written while the stream goes."""
 _PART = re.compile(r"live\.(\d{12})\.pcm")
 _BYTES = 2  # per sample
+_SAMPLES_PER_MS = SAMPLE_RATE // 1000
+PAD_SAMPLES = REDACTION_PAD_MS * _SAMPLES_PER_MS
+"""How far past a part's end a redacted stream's finals must be settled before it is written."""
+
+Part = tuple[str, bytes]
+"""A part's blob name (:func:`part_name`) and its PCM."""
 
 
 def part_name(first_sample: int) -> str:
@@ -64,9 +84,15 @@ class AudioParts:
         """``inner``, keeping what it decodes here (its output starts at ``first_sample``)."""
         return _Keeping(inner, self, first_sample)
 
-    def take(self) -> list[tuple[str, bytes]]:
-        """The parts that filled up since the last call."""
-        ready, self.ready = self.ready, []
+    def take(self, settled: int | None = None) -> list[Part]:
+        """The parts that filled up since the last call; with ``settled`` (a
+        redacted stream's: the stream sample its finals are settled to), only
+        those that end :data:`PAD_SAMPLES` before it, in order: the others wait."""
+        cut = len(self.ready)
+        if settled is not None:
+            ends = (_first(name) + len(pcm) // _BYTES for name, pcm in self.ready)
+            cut = next((n for n, end in enumerate(ends) if end + PAD_SAMPLES > settled), cut)
+        ready, self.ready = self.ready[:cut], self.ready[cut:]
         return ready
 
     def add(self, first_sample: int, samples: Audio) -> list[tuple[str, bytes]]:
@@ -107,6 +133,28 @@ class _Keeping:
         return self._inner.take_error()
 
 
+def silenced_part(part: Part, finals: Sequence[SegmentData]) -> Part:
+    """``part`` with the redacted words of ``finals`` in it silenced, padded as
+    :func:`voxwire.sessions.audio.store_redacted` pads them, to the sample."""
+    name, pcm = part
+    first = _first(name)
+    out = bytearray(pcm)
+    for start_ms, end_ms in padded(redacted_spans(finals), REDACTION_PAD_MS, 2**62):
+        start = max(0, start_ms * _SAMPLES_PER_MS - first) * _BYTES
+        end = min(len(out), max(0, end_ms * _SAMPLES_PER_MS - first) * _BYTES)
+        if start < end:
+            out[start:end] = bytes(end - start)
+    return name, bytes(out)
+
+
+def _first(name: str) -> int:
+    """The first stream sample of the part ``name``."""
+    match = _PART.fullmatch(name)
+    if match is None:
+        raise ValueError(f"not a part's name: {name!r}")
+    return int(match[1])
+
+
 def join_parts(parts: dict[str, bytes]) -> bytes:
     """The parts (name -> PCM) as one stream from sample 0: overlaps kept once (the
     earlier part's), gaps filled with silence."""
@@ -140,7 +188,10 @@ class LiveArchiver:
     ) -> None:
         """The stream ended: write ``rest``, then join its parts into ``audio.pcm``;
         with ``redaction`` (a redacted session) its redacted spans silenced
-        (:func:`voxwire.sessions.audio.store_redacted`)."""
+        (:func:`voxwire.sessions.audio.store_redacted`), in ``rest`` too unless
+        the audio as recorded is kept."""
+        if redaction is not None and not redaction.keep_original:
+            rest = [silenced_part(part, redaction.finals) for part in rest]
         self._chain(sid, self._join(sid, rest, redaction))
 
     def _chain(self, sid: str, work: Coroutine[object, object, None]) -> None:

@@ -70,7 +70,7 @@ from voxwire.wire.pools import STREAM_GROUP, Pool
 from voxwire.wire.records import ClientPublish, PromptUpdate, StreamStart, decode_audio_record
 from voxwire.wire.topics import AUDIO_TOPIC
 from voxwire.workers.engine import Engine, EngineOptions
-from voxwire.workers.stream.archive import AudioParts, LiveArchiver
+from voxwire.workers.stream.archive import AudioParts, LiveArchiver, silenced_part
 from voxwire.workers.stream.checkpoints import Checkpoints, MemoryCheckpoints
 from voxwire.workers.stream.config import UNTUNED, LiveTuning
 from voxwire.workers.stream.intake import ChunkOrderError
@@ -441,6 +441,9 @@ class StreamWorker:
             self._wake_engines(but=slot)  # the claim is released: others may take what waits
             await asyncio.gather(*sending)
             lives = [self._live.get(session.sid) for session, _ in committed]
+            for live in lives:  # its finals settled further: parts held for them may go
+                if live is not None:
+                    self._archive(live)
             free = await self._finish_ended([live for live in lives if live is not None])
             await commit_or_warn(subscription, free)  # an ended stream closes without waiting
 
@@ -500,10 +503,18 @@ class StreamWorker:
                 wake.set()
 
     def _archive(self, live: LiveSession) -> None:
-        """Hand the parts of audio that filled up to the archive."""
-        if self._archiver is None or live.archive is None:
+        """Hand the parts of audio that filled up to the archive: a redacted
+        stream's once its finals are settled past them, silenced where they
+        redact (:mod:`voxwire.workers.stream.archive`)."""
+        if self._archiver is None or live.archive is None or not live.archive.ready:
             return
-        self._archiver.write(live.session.sid, live.archive.take())
+        if live.redact is RedactMode.OFF or live.keep_original_audio:
+            parts = live.archive.take()
+        else:
+            point = live.session.resume_point()
+            taken = live.archive.take(point.stream_sample)
+            parts = [silenced_part(part, point.finals) for part in taken]
+        self._archiver.write(live.session.sid, parts)
 
     def _owns_partition(self, partition: int) -> bool:
         subscription = self._subscription
