@@ -44,6 +44,7 @@ import httpx
 import numpy as np
 import psutil
 
+from evaluation.distributed import wait_for_workers
 from voxwire.audio.decoding import decode
 from voxwire.core.config import Settings
 from voxwire.workers.engine import EngineOptions
@@ -122,6 +123,8 @@ class Platform:
     url: str = ""
     mqtt_url: str = ""
     api_key: str = ""
+    kafka: tuple[str, str] | None = None
+    """Distributed: the Kafka bootstrap and the namespace of this run."""
 
     def start(self) -> Platform:
         http, mqtt, ws = free_port(), free_port(), free_port()
@@ -143,6 +146,7 @@ class Platform:
                 "VOXWIRE_INGEST_SESSION_EXPIRY_S": "60",  # gone after the run: drop its session
             }
             command.append("--distributed")
+            self.kafka = (env["VOXWIRE_KAFKA_BOOTSTRAP"], env["VOXWIRE_NAMESPACE"])
         else:
             command += ["--mqtt-port", str(mqtt), "--ws-port", str(ws)]
         log = (self.workdir / "platform.log").open("wb")
@@ -156,6 +160,8 @@ class Platform:
             if config.exists() and self._healthy():
                 client = load_config(config)
                 self.api_key, self.mqtt_url = client.api_key or "", client.mqtt_url
+                if self.kafka is not None:  # the gateway refuses a model until its worker joined
+                    wait_for_workers(*self.kafka)
                 return self
             time.sleep(0.5)
         self.stop()

@@ -52,6 +52,7 @@ from voxwire.bridge.sessions_gate import SessionGate
 from voxwire.broker.connection import BrokerConnection, ConnectOptions, Received, ReconnectPolicy
 from voxwire.bus import Bus
 from voxwire.core.errors import BusError
+from voxwire.core.liveness import Silence
 from voxwire.core.metrics import INGEST_FOREIGN, INGESTED
 from voxwire.wire.records import ClientPublish
 from voxwire.wire.topics import AUDIO_TOPIC, QUERIES_TOPIC
@@ -106,6 +107,7 @@ class MqttIngest:
         session_expiry_s: int = 24 * 3600,
         is_ours: Callable[[str], Awaitable[bool]] | None = None,
         is_our_key: Callable[[str], Awaitable[bool]] | None = None,
+        keepalive_s: int = 30,
     ) -> None:
         """``is_ours(sid)``: whether session ``sid`` is this installation's, and
         ``is_our_key(key_id)`` whether it issued key ``key_id``, on a broker others
@@ -133,6 +135,7 @@ class MqttIngest:
                 password=password,
                 tls=tls,
                 session_expiry_s=session_expiry_s,
+                keepalive_s=keepalive_s,
                 reconnect=_RECONNECT,
                 max_inflight=max_in_flight,
                 manual_ack=True,
@@ -144,6 +147,11 @@ class MqttIngest:
     def connected(self) -> bool:
         """Whether the connection to the broker is up now."""
         return self._connection.connected
+
+    @property
+    def silence(self) -> Silence:
+        """Liveness: whether the broker has been heard lately (see the connection)."""
+        return self._connection.silence
 
     def _receive(self, message: Received) -> None:
         """On the event loop: forward ``message`` in a task of its own (once its

@@ -31,6 +31,16 @@ admin (:class:`~voxwire.broker.dynsec.DynsecAccess`) are built on it.
   reaches the handler, even on a clean session.
 - **Errors.** paho's return codes and exceptions become ``MqttError`` here, with
   the topic attached.
+- **Liveness.** :attr:`BrokerConnection.silence` (a
+  :class:`~voxwire.core.liveness.Silence` watch) reports a connection that has
+  heard nothing from the broker for :data:`SILENT_KEEPALIVES` keepalives: no
+  packet at all, not even the PINGRESP an idle connection gets every keepalive.
+  paho closes a connection whose ping goes unanswered and reconnects, so a
+  broker that accepts TCP connections and answers nothing (frozen, wedged)
+  leaves a process that looks alive and delivers nothing; the watch sees
+  through that. paho 2.2 has no callback for PINGRESP: every packet it reads
+  goes through ``Client._packet_handle``, which :func:`_hear_packets` wraps
+  (paho is pinned; ``tests/broker/test_silence.py`` notices a paho that changed it).
 
 Why paho and not aiomqtt: aiomqtt has no manual acknowledgements (the ingest
 must not PUBACK a client's message before Kafka has it; aiomqtt issue #345 is
@@ -62,6 +72,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from voxwire.broker.handoff import NO_ACK, Ack, LoopBridge
 from voxwire.core.errors import MqttError
+from voxwire.core.liveness import Silence
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +80,10 @@ Transport = Literal["tcp", "websockets"]
 MakeClient = Callable[..., paho.Client]
 _PROTOCOL_REFUSED = (0x01, 0x84)  # 3.1.1 "unacceptable protocol version", MQTT 5 0x84
 _AUTH_REFUSED = (0x04, 0x05, 0x86, 0x87, 0x8C)
+SILENT_KEEPALIVES = 3
+"""Keepalives without a packet from the broker before a connection counts as stuck:
+an idle connection hears a PINGRESP every keepalive, and paho gives up on an
+unanswered ping after a second one and reconnects."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +182,12 @@ class BrokerConnection:
         self._suback_mid: int | None = None
         self._closing = False
         self.protocol: MQTTProtocolVersion | None = None  # MQTTv5 or MQTTv311 once connected
+        where = f"{options.host}:{options.port}"
+        self.silence = Silence(
+            f"the MQTT connection {options.client_id} to {where}",
+            SILENT_KEEPALIVES * options.keepalive_s,
+        )
+        """Liveness: from the first connect until close, the broker must be heard."""
 
     # -- connecting -------------------------------------------------------------------------
 
@@ -176,6 +197,7 @@ class BrokerConnection:
             return
         with self._lock:
             self._closing = False
+        self.silence.watch()
         host, port = self.options.host, self.options.port
         for protocol in (paho.MQTTv5, paho.MQTTv311):
             client = self._new_client(protocol)
@@ -250,6 +272,7 @@ class BrokerConnection:
         client.max_inflight_messages_set(options.max_inflight)
         client.max_queued_messages_set(0)  # unbounded here: callers bound what they have in flight
         client.enable_logger(_paho_log)
+        _hear_packets(client, self.silence.heard)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
@@ -462,6 +485,7 @@ class BrokerConnection:
         """Disconnect cleanly; publishes not yet acknowledged fail with MqttError."""
         with self._lock:
             client, self._closing = self._client, True
+        self.silence.unwatch()
         if client is not None:
             self._stop(client)
         with self._lock:
@@ -470,6 +494,19 @@ class BrokerConnection:
         for ack, topic in pending.values():
             ack.settle(MqttError("connection closed before the broker acknowledged", topic=topic))
         self._client = None
+
+
+def _hear_packets(client: paho.Client, heard: Callable[[], None]) -> None:
+    """Call ``heard`` after each packet from the broker that ``client`` handles
+    (CONNACK, PUBLISH, PUBACK, SUBACK, PINGRESP, ...), on paho's thread."""
+    handle = client._packet_handle
+
+    def handled() -> MQTTErrorCode:
+        rc = handle()
+        heard()
+        return rc
+
+    client._packet_handle = handled  # type: ignore[method-assign]
 
 
 def _refusal(topic: str, reason: ReasonCode | None) -> MqttError | None:

@@ -40,6 +40,7 @@ from typing import Any
 from voxwire.access.tokens import USERNAME_PREFIX, SessionToken
 from voxwire.broker.connection import BrokerConnection, ConnectOptions, Received
 from voxwire.core.errors import MqttError
+from voxwire.core.liveness import Silence
 
 CONTROL_TOPIC = "$CONTROL/dynamic-security/v1"
 RESPONSE_TOPIC = f"{CONTROL_TOPIC}/response"
@@ -79,6 +80,7 @@ class DynsecAccess:
         *,
         timeout_s: float = 10.0,
         tls: ssl.SSLContext | None = None,
+        keepalive_s: int = 30,
     ) -> None:
         self._timeout_s = timeout_s
         self._waiting: dict[str, Future[dict[str, Any]]] = {}
@@ -93,6 +95,7 @@ class DynsecAccess:
                 tls=tls,
                 session_expiry_s=None,
                 connect_timeout_s=timeout_s,
+                keepalive_s=keepalive_s,
             )
         )
         self._connection.subscribe([RESPONSE_TOPIC], self._on_response)
@@ -110,6 +113,11 @@ class DynsecAccess:
     def connected(self) -> bool:
         """Whether the admin connection to the broker is up now."""
         return self._connection.connected
+
+    @property
+    def silence(self) -> Silence:
+        """Liveness: whether the broker has been heard lately (see the connection)."""
+        return self._connection.silence
 
     def close(self) -> None:
         self._connection.close()

@@ -28,6 +28,7 @@ from paho.mqtt.enums import MQTTProtocolVersion
 from voxwire.broker.connection import BrokerConnection, ConnectOptions, ReconnectPolicy, Transport
 from voxwire.broker.handoff import BatchAck, FutureAck
 from voxwire.core.errors import MqttError
+from voxwire.core.liveness import Silence
 
 __all__ = ["MqttConnection", "Transport"]
 
@@ -82,6 +83,11 @@ class MqttConnection:
     @property
     def connected(self) -> bool:
         return self._connection.connected
+
+    @property
+    def silence(self) -> Silence:
+        """Liveness: whether the broker has been heard lately (see the connection)."""
+        return self._connection.silence
 
     @property
     def protocol(self) -> MQTTProtocolVersion | None:

@@ -10,7 +10,7 @@ Settings are read by their flat names (:data:`FLAT_NAMES`: ``http_port``,
 
     Settings     mode, bus, store, search, broker, data_dir, namespace, and:
     .listen      host, public_host, http_port, mqtt_port, ws_port, metrics_port, drain_s,
-                 loop_stall_s,
+                 loop_stall_s, mqtt_keepalive_s,
                  ws_tls_cert, ws_tls_key (the embedded broker's wss:// listener)
     .engine      name (flat: engine), model, language, beam_size, workers, threads,
                  stream_engines, max_streams, file_order, file_nice, batch_finals,
@@ -117,6 +117,14 @@ class ListenSettings(BaseModel):
         default=30.0,
         ge=2,
         description="/healthz turns 503 once the event loop has not run for this long",
+    )
+    mqtt_keepalive_s: int = Field(
+        default=30,
+        ge=1,
+        le=65535,
+        description="the keepalive of this process's own MQTT connections; /healthz turns "
+        "503 once one has heard nothing from the broker (not even a keepalive answer) for "
+        "3 keepalives",
     )
     ws_tls_cert: Path | None = Field(
         default=None,

@@ -19,6 +19,9 @@ its own, and can say that the event loop is blocked while it is.
 - :class:`Calls`: a call under way (an engine's) has run past the bound it was
   given when it started, derived from what it works on: a long but progressing
   job has a long bound, and an idle process has no call under way at all.
+- :class:`Silence`: a connection has heard nothing from its peer for ``bound_s``
+  (an MQTT connection: no packet at all, not even the answer to a keepalive
+  ping, which an idle but healthy connection gets every keepalive).
 
 ``voxwire_liveness_stuck{watch}`` is 1 while a watch reports a problem.
 """
@@ -155,3 +158,41 @@ class Calls:
         took, what, bound = max(late)
         more = f" (and {len(late) - 1} more)" if len(late) > 1 else ""
         return f"{what} has run {took:.0f} s, past its bound of {bound:.0f} s{more}"
+
+
+class Silence:
+    """A connection that must hear from its peer at least every ``bound_s`` while
+    watched: :meth:`heard` is called (from any thread) for everything the peer
+    sends; the watch reports a connection silent for longer than the bound, be it
+    connected or reconnecting. The clock starts at :meth:`watch` (the first
+    connection attempt) and stops at :meth:`unwatch` (closed on purpose)."""
+
+    def __init__(self, what: str, bound_s: float) -> None:
+        if bound_s <= 0:
+            raise ValueError(f"bound_s ({bound_s}) must be positive")
+        self.what, self.bound_s = what, bound_s
+        self._heard = time.monotonic()
+        self._watched = False
+
+    def watch(self) -> None:
+        """Start the clock, unless it runs already (a second connect keeps its start)."""
+        if not self._watched:
+            self._heard = time.monotonic()
+            self._watched = True
+
+    def heard(self) -> None:
+        self._heard = time.monotonic()
+
+    def unwatch(self) -> None:
+        self._watched = False
+
+    def __call__(self) -> str | None:
+        if not self._watched:
+            return None
+        silent = time.monotonic() - self._heard
+        if silent <= self.bound_s:
+            return None
+        return (
+            f"{self.what} has heard nothing for {silent:.0f} s, not even a keepalive "
+            f"answer (bound {self.bound_s:.0f} s)"
+        )

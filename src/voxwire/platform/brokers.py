@@ -67,6 +67,8 @@ class BrokerLink:
     shared: bool = False
     """Whether other installations may use the broker too (then the ingest
     forwards only the audio of this installation's sessions and the queries of its keys)."""
+    keepalive_s: int = 30
+    """The MQTT keepalive of these clients (their liveness bound is 3 of them)."""
 
 
 def publisher(link: BrokerLink) -> MqttConnection:
@@ -80,6 +82,7 @@ def publisher(link: BrokerLink) -> MqttConnection:
         tls=link.tls,
         session_expiry_s=link.relay_session_expiry_s,
         max_inflight=link.relay_max_inflight,
+        keepalive_s=link.keepalive_s,
     )
 
 
@@ -94,6 +97,7 @@ def eraser_publisher(link: BrokerLink) -> MqttConnection:
         password=link.password,
         tls=link.tls,
         session_expiry_s=0,
+        keepalive_s=link.keepalive_s,
     )
 
 
@@ -120,6 +124,7 @@ def ingest(link: BrokerLink, bus: Bus, settings: Settings, store: Store) -> Mqtt
         session_expiry_s=settings.limits.ingest_session_expiry_s,
         is_ours=is_ours if link.shared else None,
         is_our_key=is_our_key if link.shared else None,
+        keepalive_s=link.keepalive_s,
     )
 
 
@@ -165,6 +170,7 @@ async def start_embedded(
             ingest_client_id="voxwire-ingest",
             share_group=None,
             bound={"mqtt_port": broker.tcp_port, "ws_port": broker.ws_port or 0},
+            keepalive_s=settings.listen.mqtt_keepalive_s,
         )
     finally:
         await broker.stop()
@@ -214,6 +220,7 @@ async def attach_external(
         share_group=f"{SHARE_GROUP}-{ns}" if ns else SHARE_GROUP,
         bound={},
         shared=True,
+        keepalive_s=settings.listen.mqtt_keepalive_s,
     )
 
 
@@ -227,6 +234,7 @@ async def open_dynsec(settings: Settings) -> AsyncIterator[AccessControl]:
         settings.servers.mqtt_username,
         settings.servers.mqtt_password.get_secret_value(),
         tls=broker_tls(settings),
+        keepalive_s=settings.listen.mqtt_keepalive_s,
     )
     await asyncio.to_thread(access.connect)
     try:

@@ -328,6 +328,8 @@ async def start_bridge(adapters: Adapters) -> list[asyncio.Task[None]]:
     )
     queries = QueryService(bus, store, index, publishing, streams, parts, settings, eraser)
     intake = ingest(link, bus, settings, store)
+    adapters.liveness.add("mqtt relay", publishing.silence)  # /healthz: the broker still heard
+    adapters.liveness.add("mqtt ingest", intake.silence)
     where = f"broker at {link.host}:{link.port}"
 
     def connections() -> str | None:
@@ -375,9 +377,11 @@ async def start_gateway(
         adapters.readiness.add_flag(
             "mqtt", lambda: None if admin.connected else "dynsec admin connection down"
         )
+        adapters.liveness.add("mqtt dynsec", admin.silence)
     erasing = eraser_publisher(await adapters.broker())
     await asyncio.to_thread(erasing.connect)
     adapters.on_close(lambda: asyncio.to_thread(erasing.close))
+    adapters.liveness.add("mqtt eraser", erasing.silence)
     http_socket = listen(adapters.settings.listen.host, adapters.settings.listen.http_port)
     adapters.bind(http_port=http_socket.getsockname()[1])
     context = GatewayContext(
