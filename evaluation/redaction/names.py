@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 NAMES: dict[str, tuple[str, ...]] = {
     "lhotse_ami_ES2011a_headset0_40-46s": (r"abigail", r"cla(?:f|ff)l[iy]n", r"ab+(?:ie|y|i)"),
@@ -18,6 +19,10 @@ NAMES: dict[str, tuple[str, ...]] = {
 """Recording id -> a pattern per name word said in it (matched whole, case ignored)."""
 
 Span = tuple[int, int]
+
+
+Item = TypeVar("Item")
+"""What identifies a text's words: a recording id, the patterns of what was said."""
 
 
 @dataclass
@@ -53,9 +58,19 @@ def name_words(item_id: str, text: str) -> list[Span]:
 def score_names(texts: Sequence[tuple[str, str]], find: Callable[[str], list[Span]]) -> NameScore:
     """Recall over name words and precision over findings of ``find`` on
     ``texts`` (recording id, text)."""
+    return score_spans(texts, name_words, find)
+
+
+def score_spans(
+    texts: Sequence[tuple[Item, str]],
+    words_of: Callable[[Item, str], list[Span]],
+    find: Callable[[str], list[Span]],
+) -> NameScore:
+    """Recall over the words ``words_of`` marks in each text, and precision over
+    the findings of ``find`` on ``texts`` ((what identifies the text's words, text))."""
     score = NameScore()
-    for item_id, text in texts:
-        words = name_words(item_id, text)
+    for item, text in texts:
+        words = words_of(item, text)
         found = find(text)
         score.name_words += len(words)
         score.hidden += sum(any(s <= a and b <= e for s, e in found) for a, b in words)

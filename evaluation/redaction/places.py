@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from evaluation.redaction.names import NameScore, Span
+from evaluation.redaction.names import NameScore, Span, score_spans
 
 PLACES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("I live in Springfield, Illinois.", (r"spring\s?field", r"illinois")),
@@ -60,16 +60,4 @@ def score_places(
 ) -> NameScore:
     """Recall over place words and precision over findings of ``find`` on
     ``texts`` (the patterns of what was said, what the engine wrote)."""
-    score = NameScore()
-    for patterns, text in texts:
-        words = place_words(patterns, text)
-        found = find(text)
-        score.name_words += len(words)
-        score.hidden += sum(any(s <= a and b <= e for s, e in found) for a, b in words)
-        for s, e in found:
-            score.findings += 1
-            if any(a < e and s < b for a, b in words):
-                score.right += 1
-            else:
-                score.false_positives.append(text[s:e])
-    return score
+    return score_spans(texts, place_words, find)

@@ -31,6 +31,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 from prometheus_client import REGISTRY
 
+from tests.services import frozen, service_pid
 from voxwire.bus.base import Record
 from voxwire.bus.kafka import KafkaBus
 from voxwire.bus.kafka_consumer import KafkaSubscription
@@ -316,27 +317,6 @@ async def test_uncommitted_records_are_redelivered_after_a_crash(
     assert [r.offset for r in records] == [1, 2, 3, 4, 5]
 
 
-def _kafka_pid() -> int:
-    """The broker started by scripts/services.sh (its pid file)."""
-    pid_file = REPO / ".services" / "kafka" / "pid"
-    if not pid_file.exists():
-        reason = f"no {pid_file}: this test freezes the broker that scripts/services.sh started"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return int(pid_file.read_text().split()[0])
-
-
-@contextlib.contextmanager
-def _frozen(pid: int) -> Iterator[None]:
-    """The broker stopped (SIGSTOP): connections stay open, nothing answers."""
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
 @pytest.mark.serial
 async def test_a_commit_the_broker_never_answers_fails_and_is_sent_again(kafka: Kafka) -> None:
     """A commit waits at most ``commit_timeout_s`` for the broker (its caller
@@ -349,7 +329,7 @@ async def test_a_commit_the_broker_never_answers_fails_and_is_sent_again(kafka: 
     await bus.produce(topic, "sid", b"job")
     subscription = bus.subscribe(topic, group)
     [record] = await take(subscription, 1)
-    with _frozen(_kafka_pid()), pytest.raises(BusError, match="no answer within 1 s"):
+    with frozen(service_pid("kafka")), pytest.raises(BusError, match="no answer within 1 s"):
         async with asyncio.timeout(20):
             await subscription.commit(record)
     await bus.close()  # the last commit goes out on close
@@ -382,7 +362,7 @@ async def test_a_consumer_that_does_not_rejoin_is_replaced(
         return any("a new consumer joins" in r.getMessage() for r in caplog.records)
 
     with caplog.at_level(logging.INFO, logger="voxwire.bus.kafka_consumer"):
-        with _frozen(_kafka_pid()):
+        with frozen(service_pid("kafka")):
             async with asyncio.timeout(30):
                 while not replaced():
                     await asyncio.sleep(0.2)

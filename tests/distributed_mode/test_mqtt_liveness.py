@@ -9,12 +9,8 @@ when set): serial, like the other tests that stop or freeze a server."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -22,11 +18,11 @@ import pytest
 from evaluation.distributed import DistributedPlatform
 from evaluation.ports import free_port
 from tests.distributed import wait_until
+from tests.services import frozen, service_pid
 from voxwire.core.readiness import HEALTH_PATH
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.serial]
 
-REPO = Path(__file__).resolve().parents[2]
 KEEPALIVE_S = 2
 BOUND_S = 3 * KEEPALIVE_S
 WATCHES = {"gateway": {"mqtt eraser", "mqtt dynsec"}, "bridge": {"mqtt relay", "mqtt ingest"}}
@@ -64,27 +60,6 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
         platform.stop()
 
 
-def _mosquitto_pid() -> int:
-    """The Mosquitto that scripts/services.sh started (its pid file)."""
-    state = Path(os.environ.get("VOXWIRE_SERVICES_DIR") or REPO / ".services")
-    pid_file = state / "mosquitto" / "pid"
-    if not pid_file.exists():
-        reason = f"no {pid_file}: this test freezes the Mosquitto that scripts/services.sh started"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return int(pid_file.read_text().split()[0])
-
-
-@contextlib.contextmanager
-def _frozen(pid: int) -> Iterator[None]:
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
 def test_idle_connected_processes_stay_alive_past_the_bound(processes: Processes) -> None:
     start = time.monotonic()
     answers: list[tuple[str, int, str]] = []
@@ -99,7 +74,7 @@ def test_a_frozen_broker_turns_healthz_503_naming_the_mqtt_watches_until_it_runs
     processes: Processes,
 ) -> None:
     assert {a.status_code for a in processes.health().values()} == {200}
-    with _frozen(_mosquitto_pid()):
+    with frozen(service_pid("mosquitto")):
 
         def all_stuck() -> bool:
             answers = processes.health()
