@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import redis.asyncio as aioredis
 from pydantic import TypeAdapter
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisError
 
 from voxwire.core.errors import VoxwireError
@@ -147,8 +147,18 @@ class MemoryCheckpoints:
 
 
 class RedisCheckpoints:
-    def __init__(self, client: aioredis.Redis, *, prefix: str = "vx", ttl_s: int = DEFAULT_TTL_S):
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = "vx",
+        ttl_s: int = DEFAULT_TTL_S,
+        probe: aioredis.Redis | None = None,
+    ):
+        """``probe``: the client :meth:`ping` uses (default ``client``), one that
+        does not try again, so readiness says at once why Redis does not answer."""
         self._redis = client
+        self._probe = probe or client
         self._prefix = prefix
         self._ttl_s = ttl_s
 
@@ -163,7 +173,10 @@ class RedisCheckpoints:
             socket_connect_timeout=timeout,
             retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), REDIS_RETRIES),
         )
-        return cls(client, prefix=prefix, ttl_s=ttl_s)
+        probe = aioredis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
+        )
+        return cls(client, prefix=prefix, ttl_s=ttl_s, probe=probe)
 
     def key(self, sid: str) -> str:
         return f"{self._prefix}:stream:{sid}"
@@ -190,11 +203,13 @@ class RedisCheckpoints:
             raise CheckpointError(f"Redis: {exc}", hint="check VOXWIRE_REDIS_URL") from exc
 
     async def ping(self) -> None:
-        """A round trip to Redis (readiness)."""
+        """A round trip to Redis, not tried again (readiness)."""
         try:
-            await self._redis.ping()
+            await self._probe.ping()
         except RedisError as exc:
             raise CheckpointError(f"Redis: {exc}", hint="check VOXWIRE_REDIS_URL") from exc
 
     async def close(self) -> None:
         await self._redis.aclose()
+        if self._probe is not self._redis:
+            await self._probe.aclose()
