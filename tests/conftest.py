@@ -73,7 +73,9 @@ def platform(
     suite runs against all three (the distributed mode runs the same worker
     code as the embedded one, so it runs with the default engine only:
     faster-whisper). Suites marked ``any_engine`` check what no engine changes
-    (access, bad input, stores, exports): they skip the second engine."""
+    (access, bad input, stores, exports, the OpenAI, Deepgram and telephony
+    protocols, channels): they skip the second engine, whose own results the
+    streaming, file, telephone-audio and diarization suites check."""
     if request.param == "distributed":
         distributed = DistributedPlatform(
             tmp_path_factory.mktemp("distributed"), max_audio_s="90", max_upload_mb="8"

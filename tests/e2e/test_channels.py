@@ -19,7 +19,7 @@ from voxwire_client import Client
 from voxwire_client.messages import MatchMessage, Message, SegmentData, TranscriptMessage
 from voxwire_client.options import PromptSpec, SessionOptions
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.any_engine]
 
 LABELS = ("agent", "customer")
 CALL_WER = 0.15

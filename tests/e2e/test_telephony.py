@@ -19,7 +19,7 @@ from voxwire.audio.codecs import sample_chunks
 from voxwire.audio.decoding import pcm16le_to_float32
 from voxwire_client import AsyncClient, AudioEncoding
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.any_engine]
 
 TELEPHONE_MARGIN = 4  # words of 73 the telephone band may cost: tests/e2e/test_telephone_audio.py
 
