@@ -7,6 +7,7 @@ background thread; tests drive it with plain calls (``start``, ``stop``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import shutil
 import socket
@@ -224,9 +225,10 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
     return False
 
 
-@pytest.fixture
-def mosquitto(tmp_path: Path) -> Iterator[int]:
-    """A Mosquitto 2 broker (MQTT 5) on a free port, when Mosquitto is installed."""
+@contextlib.contextmanager
+def mosquitto_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A Mosquitto 2 broker (MQTT 5) on a free port and its process, when Mosquitto
+    is installed (a test may freeze it: it is its own)."""
     binary = shutil.which("mosquitto")
     if binary is None:
         pytest.skip("mosquitto is not installed")
@@ -236,10 +238,17 @@ def mosquitto(tmp_path: Path) -> Iterator[int]:
     process = subprocess.Popen([binary, "-c", str(config)], stderr=subprocess.DEVNULL)
     try:
         assert wait_until(lambda: _accepts(port), timeout=5), "mosquitto did not start"
-        yield port
+        yield process, port
     finally:
         process.terminate()
         process.wait(5)
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[int]:
+    """A Mosquitto 2 broker (MQTT 5) on a free port, when Mosquitto is installed."""
+    with mosquitto_process(tmp_path) as (_, port):
+        yield port
 
 
 def _accepts(port: int) -> bool:

@@ -7,7 +7,6 @@ once it runs; a closed connection is not watched."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -16,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.ports import free_port
 from voxwire.broker.connection import SILENT_KEEPALIVES, BrokerConnection, ConnectOptions
 
-from .conftest import RunningBroker, _accepts, wait_until
+from .conftest import RunningBroker, mosquitto_process, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -30,20 +28,11 @@ BOUND_S = SILENT_KEEPALIVES * KEEPALIVE_S
 @pytest.fixture
 def own_mosquitto(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """A Mosquitto that only this test uses (it may freeze it), and its port."""
-    binary = shutil.which("mosquitto")
-    if binary is None:
-        pytest.skip("mosquitto is not installed")
-    port = free_port()
-    config = tmp_path / "mosquitto.conf"
-    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-    process = subprocess.Popen([binary, "-c", str(config)], stderr=subprocess.DEVNULL)
-    try:
-        assert wait_until(lambda: _accepts(port), timeout=5), "mosquitto did not start"
-        yield process, port
-    finally:
-        os.kill(process.pid, signal.SIGCONT)
-        process.terminate()
-        process.wait(5)
+    with mosquitto_process(tmp_path) as (process, port):
+        try:
+            yield process, port
+        finally:
+            os.kill(process.pid, signal.SIGCONT)  # a frozen broker would not terminate
 
 
 @pytest.fixture
